@@ -1,1 +1,24 @@
-//! placeholder
+//! OpenLineage column lineage for lethe.
+//!
+//! Three parts, each with its own guarantees (see the module docs):
+//! - [`event`]: the OpenLineage RunEvent model, tolerant of facets it does not know, and
+//!   constructors for the COMPLETE events lethe writes; [`parse_events`] reads lineage files.
+//! - [`graph`]: a temporal column-lineage graph. Each edge keeps the intervals during which the
+//!   runs of its job showed it, with the evidence file that opened each interval.
+//! - [`walk`]: the walk EXPLAIN ERASURE plans from: which datasets hold the subject's rows
+//!   (and through which columns), which are shaped by them, and which lineage cannot resolve.
+//!
+//! This crate knows nothing of catalogs or governance: lethe maps OpenLineage datasets to
+//! catalog tables through a resolver and turns a [`Walk`] into plan steps.
+
+pub mod error;
+pub mod event;
+pub mod parse;
+
+pub use error::{Error, Result};
+pub use event::{
+    ColumnLineageDatasetFacet, ColumnLineageField, DatasetFacets, EventType, FacetMap,
+    InputDataset, InputField, Job, OutputDataset, Run, RunEvent, SchemaDatasetFacet, SchemaField,
+    Transformation, TransformationType, events_to_json_pretty,
+};
+pub use parse::parse_events;

@@ -22,3 +22,12 @@ pub use event::{
     Transformation, TransformationType, events_to_json_pretty,
 };
 pub use parse::parse_events;
+pub mod graph;
+pub use graph::{
+    ColumnEdge, DatasetId, EdgeId, FieldId, GraphBuilder, GraphStats, Interval, JobName,
+    LineageGraph, OpaqueMarker, RunIndex, RunOutput, RunView, TransformationKind, Window,
+};
+pub mod walk;
+pub use walk::{FieldLabel, ReachedDataset, Seed, UnresolvedReason, Via, Walk, walk};
+mod dot;
+pub use dot::to_dot;

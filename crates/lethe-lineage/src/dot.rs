@@ -7,7 +7,6 @@
 //! per unresolved run names the job and why. Names are quoted and escaped; nothing else
 //! (no values of the subject) is printed.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 
 use crate::walk::{Walk, WalkedArc};
@@ -57,21 +56,39 @@ pub fn to_dot(walk: &Walk<'_>) -> String {
             quote_lines(&lines)
         );
     }
-    let pos = walk.position();
-    let mut column: BTreeMap<(u32, u32), (&str, &str, BTreeSet<String>)> = BTreeMap::new();
-    let mut flows: BTreeSet<(u32, u32, String, String, String)> = BTreeSet::new();
+    // Arcs come sorted by (source, target) in walk order, column edges first: one DOT edge per
+    // pair of datasets carries its column edges' labels; each unresolved run gets its own.
+    let mut group: Option<(usize, usize, String, String)> = None;
+    let mut lines: Vec<String> = Vec::new();
+    let mut flows: Vec<(usize, usize, String, String, String)> = Vec::new();
+    let flush = |out: &mut String,
+                 group: &Option<(usize, usize, String, String)>,
+                 lines: &mut Vec<String>| {
+        if let Some((_, _, from, to)) = group {
+            lines.sort_unstable();
+            lines.dedup();
+            let _ = writeln!(
+                out,
+                "  {} -> {} [label={}];",
+                quote(from),
+                quote(to),
+                quote_lines(lines)
+            );
+        }
+        lines.clear();
+    };
     for (from, to, arc) in walk.walked_arcs() {
-        let key = (pos[from.node_index()], pos[to.node_index()]);
+        let key = (from.node_index(), to.node_index());
         match arc {
             WalkedArc::Edge(e) => {
-                column
-                    .entry(key)
-                    .or_insert_with(|| (from.name(), to.name(), BTreeSet::new()))
-                    .2
-                    .insert(e.label());
+                if group.as_ref().map(|g| (g.0, g.1)) != Some(key) {
+                    flush(&mut out, &group, &mut lines);
+                    group = Some((key.0, key.1, from.name().to_owned(), to.name().to_owned()));
+                }
+                lines.push(e.label());
             }
             WalkedArc::Unresolved(reason) => {
-                flows.insert((
+                flows.push((
                     key.0,
                     key.1,
                     from.name().to_owned(),
@@ -81,16 +98,8 @@ pub fn to_dot(walk: &Walk<'_>) -> String {
             }
         }
     }
-    for (from, to, lines) in column.values() {
-        let lines: Vec<String> = lines.iter().cloned().collect();
-        let _ = writeln!(
-            out,
-            "  {} -> {} [label={}];",
-            quote(from),
-            quote(to),
-            quote_lines(&lines)
-        );
-    }
+    flush(&mut out, &group, &mut lines);
+    flows.dedup();
     for (_, _, from, to, reason) in &flows {
         let _ = writeln!(
             out,

@@ -404,9 +404,11 @@ impl Transformation {
         self
     }
 
-    /// True for DIRECT/IDENTITY (ASCII case ignored): the output holds the input's values.
+    /// True for DIRECT/IDENTITY (ASCII case ignored) without `masking`: the output holds the
+    /// input's values.
     pub fn is_identity(&self) -> bool {
         self.kind == TransformationType::Direct
+            && self.masking != Some(true)
             && self
                 .subtype
                 .as_deref()

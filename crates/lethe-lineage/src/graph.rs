@@ -137,9 +137,12 @@ pub struct TransformationKind {
 }
 
 impl TransformationKind {
-    /// DIRECT/IDENTITY: the target field holds the source field's values.
+    /// DIRECT/IDENTITY without masking: the target field holds the source field's values.
+    /// (A masked "identity" holds something computed from them, so it only shapes.)
     pub fn is_identity(&self) -> bool {
-        self.kind == TransformationType::Direct && self.subtype.as_deref() == Some("IDENTITY")
+        self.kind == TransformationType::Direct
+            && self.subtype.as_deref() == Some("IDENTITY")
+            && !self.masking
     }
 
     fn matches(&self, t: &Transformation) -> bool {
@@ -955,6 +958,15 @@ fn csr(n: usize, pairs: impl Iterator<Item = (u32, u32)> + Clone) -> Result<(Vec
 // ---------------------------------------------------------------------------------------------
 // The graph.
 
+/// An edge as the walk reads it.
+pub(crate) struct EdgeCore {
+    pub(crate) from_field: FieldId,
+    pub(crate) to_ds: DatasetId,
+    pub(crate) to_field: Option<FieldId>,
+    pub(crate) identity: bool,
+    pub(crate) valid_until: Option<DateTime<Utc>>,
+}
+
 #[derive(Debug, Clone)]
 struct IntervalRec {
     from: DateTime<Utc>,
@@ -1223,6 +1235,21 @@ impl LineageGraph {
     pub(crate) fn kind_of(&self, id: EdgeId) -> Option<&TransformationKind> {
         self.edge_rec(id)
             .and_then(|e| self.kinds.get(e.key.kind as usize))
+    }
+
+    /// What the walk needs of edge `i`, in one lookup.
+    pub(crate) fn edge_core(&self, i: usize) -> Option<EdgeCore> {
+        let e = self.edges.get(i)?;
+        Some(EdgeCore {
+            from_field: FieldId(e.key.from_field),
+            to_ds: DatasetId(e.key.to_ds),
+            to_field: (e.key.to_field != NONE).then_some(FieldId(e.key.to_field)),
+            identity: self
+                .kinds
+                .get(e.key.kind as usize)
+                .is_some_and(|k| k.is_identity()),
+            valid_until: e.valid_until,
+        })
     }
 
     pub(crate) fn edge_ends(

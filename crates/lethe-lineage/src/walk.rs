@@ -6,8 +6,8 @@
 //! ids of rows the subject owns), and `keys(dataset)` giving a dataset's row-key columns.
 //!
 //! Semantics, computed as fixpoints so that the result does not depend on visiting order:
-//! 1. Labels. A seeded dataset *holds the subject's rows*. A usable DIRECT/IDENTITY edge from
-//!    a labelled field copies the label to its target field (`via` = the edge: the target
+//! 1. Labels. A seeded dataset *holds the subject's rows*. A usable DIRECT/IDENTITY edge (not
+//!    masking) from a labelled field copies the label to its target field (`via` = the edge: the target
 //!    holds the same values) and the target then holds the subject's rows too. Every dataset
 //!    that holds the subject's rows labels each of its key columns `k` with the new label
 //!    `"<dataset>.<k>"` (lethe resolves those values from its rows before deleting anything).
@@ -96,7 +96,6 @@ struct Node {
     holds_rows: bool,
     reached: bool,
     labels: Vec<LabelRec>,
-    shaped_by: Vec<EdgeId>,
     /// (run, position of the output among the run's outputs)
     unresolved: Vec<(RunIndex, u32)>,
 }
@@ -114,6 +113,9 @@ pub struct Walk<'g> {
     extra_names: Vec<String>,
     labels: Vec<String>,
     label_ids: HashMap<String, u32>,
+    /// Shaping edges of node `n`: `shaped[shaped_offsets[n]..shaped_offsets[n + 1]]`.
+    shaped: Vec<EdgeId>,
+    shaped_offsets: Vec<u32>,
 }
 
 #[derive(Default)]
@@ -147,6 +149,8 @@ where
         extra_names: Vec::new(),
         labels: Vec::new(),
         label_ids: HashMap::new(),
+        shaped: Vec::new(),
+        shaped_offsets: Vec::new(),
     };
     let mut st = LabelState::default();
 
@@ -185,30 +189,32 @@ where
         }
     }
 
-    // 2. Reach.
+    // 2. Reach. Shaping edges and walked node pairs are collected flat and grouped afterwards
+    // (appending to one Vec is far cheaper than growing a Vec per node).
     let mut queue: VecDeque<u32> = (0..w.nodes.len() as u32).collect();
     for node in &mut w.nodes {
         node.reached = true;
     }
     let mut run_done = vec![false; graph.run_count()];
+    let mut shaped: Vec<u64> = Vec::new(); // (target node << 32) | edge
+    let mut pairs: Vec<u64> = Vec::new(); // (source node << 32) | target node
     while let Some(n) = queue.pop_front() {
         let Some(ds) = w.nodes[n as usize].graph else {
             continue;
         };
         for i in graph.edge_ids_out(ds) {
-            let e = EdgeId::from_index(i);
-            if !graph.edge_usable(e, window) {
-                continue;
-            }
-            let Some((_, from_field, to_ds, to_field)) = graph.edge_ends(e) else {
+            let Some(e) = graph.edge_core(i) else {
                 continue;
             };
-            let identity = graph.kind_of(e).is_some_and(|k| k.is_identity());
-            if identity && to_field.is_some() && st.labelled.contains(&(ds, from_field)) {
+            if !window.admits(e.valid_until) {
+                continue;
+            }
+            let t = w.node_of(e.to_ds);
+            pairs.push((u64::from(n) << 32) | u64::from(t));
+            if e.identity && e.to_field.is_some() && st.labelled.contains(&(ds, e.from_field)) {
                 continue; // an identity copy of a labelled field: the target holds rows (1.)
             }
-            let t = w.node_of(to_ds);
-            w.nodes[t as usize].shaped_by.push(e);
+            shaped.push((u64::from(t) << 32) | i as u64);
             w.reach(t, &mut queue);
         }
         for run in graph.runs_reading(ds, window) {
@@ -228,12 +234,30 @@ where
     }
 
     // Canonical order inside each node.
+    shaped.sort_unstable();
+    w.shaped_offsets = vec![0u32; w.nodes.len() + 1];
+    for &x in &shaped {
+        w.shaped_offsets[(x >> 32) as usize + 1] += 1;
+    }
+    for i in 1..w.shaped_offsets.len() {
+        w.shaped_offsets[i] += w.shaped_offsets[i - 1];
+    }
+    w.shaped = shaped
+        .into_iter()
+        .map(|x| EdgeId::from_index((x & 0xffff_ffff) as usize))
+        .collect();
     let mut nodes = std::mem::take(&mut w.nodes);
-    for node in &mut nodes {
-        node.shaped_by.sort_unstable();
-        node.shaped_by.dedup();
+    for (t, node) in nodes.iter_mut().enumerate() {
         node.unresolved.sort_unstable();
         node.unresolved.dedup();
+        for &(run, _) in &node.unresolved {
+            for input in graph.run(run).inputs() {
+                let s = w.node_of_graph[input.index()];
+                if s != NONE {
+                    pairs.push((u64::from(s) << 32) | t as u64);
+                }
+            }
+        }
         node.labels.sort_by(|a, b| {
             (w.field_name(a.field), &w.labels[a.label as usize])
                 .cmp(&(w.field_name(b.field), &w.labels[b.label as usize]))
@@ -242,7 +266,9 @@ where
     w.nodes = nodes;
 
     // 3. Order.
-    w.order = w.topological_order();
+    pairs.sort_unstable();
+    pairs.dedup();
+    w.order = w.topological_order(&pairs);
     w
 }
 
@@ -280,7 +306,6 @@ impl<'g> Walk<'g> {
             holds_rows: false,
             reached: false,
             labels: Vec::new(),
-            shaped_by: Vec::new(),
             unresolved: Vec::new(),
         });
         (self.nodes.len() - 1) as u32
@@ -405,16 +430,14 @@ impl<'g> Walk<'g> {
         arcs
     }
 
-    fn topological_order(&self) -> Vec<u32> {
+    /// `packed` holds sorted, distinct (source << 32 | target) node pairs.
+    fn topological_order(&self, packed: &[u64]) -> Vec<u32> {
         let n = self.nodes.len();
-        let mut pairs: Vec<(u32, u32)> = self
-            .arcs()
-            .into_iter()
-            .map(|(a, b, _)| (a, b))
+        let pairs: Vec<(u32, u32)> = packed
+            .iter()
+            .map(|&x| ((x >> 32) as u32, (x & 0xffff_ffff) as u32))
             .filter(|(a, b)| a != b)
             .collect();
-        pairs.sort_unstable();
-        pairs.dedup();
         let mut offsets = vec![0u32; n + 1];
         for &(a, _) in &pairs {
             offsets[a as usize + 1] += 1;
@@ -525,29 +548,38 @@ impl<'g> Walk<'g> {
         crate::dot::to_dot(self)
     }
 
+    /// The walked arcs between reached datasets, sorted by (source, target) position in the
+    /// walk order, column edges before unresolved flows.
     pub(crate) fn walked_arcs(
         &self,
-    ) -> Vec<(ReachedDataset<'_>, ReachedDataset<'_>, WalkedArc<'_>)> {
-        self.arcs()
-            .into_iter()
-            .map(|(a, b, arc)| {
-                let arc = match arc {
-                    Arc::Edge(e) => WalkedArc::Edge(self.graph.edge(e)),
-                    Arc::Flow(run, k) => WalkedArc::Unresolved(self.reason(run, k)),
-                };
-                (
-                    ReachedDataset {
-                        walk: self,
-                        node: a,
-                    },
-                    ReachedDataset {
-                        walk: self,
-                        node: b,
-                    },
-                    arc,
-                )
-            })
-            .collect()
+    ) -> impl Iterator<Item = (ReachedDataset<'_>, ReachedDataset<'_>, WalkedArc<'_>)> + '_ {
+        let pos = self.position();
+        let mut arcs = self.arcs();
+        arcs.sort_unstable_by_key(|&(a, b, arc)| {
+            (
+                matches!(arc, Arc::Flow(..)),
+                pos[a as usize],
+                pos[b as usize],
+                arc,
+            )
+        });
+        arcs.into_iter().map(move |(a, b, arc)| {
+            let arc = match arc {
+                Arc::Edge(e) => WalkedArc::Edge(self.graph.edge(e)),
+                Arc::Flow(run, k) => WalkedArc::Unresolved(self.reason(run, k)),
+            };
+            (
+                ReachedDataset {
+                    walk: self,
+                    node: a,
+                },
+                ReachedDataset {
+                    walk: self,
+                    node: b,
+                },
+                arc,
+            )
+        })
     }
 
     pub(crate) fn position(&self) -> Vec<u32> {
@@ -744,6 +776,14 @@ impl<'w> ReachedDataset<'w> {
         self.node as usize
     }
 
+    fn shaped_ids(&self) -> &'w [EdgeId] {
+        let o = &self.walk.shaped_offsets;
+        match (o.get(self.node as usize), o.get(self.node as usize + 1)) {
+            (Some(&a), Some(&b)) => self.walk.shaped.get(a as usize..b as usize).unwrap_or(&[]),
+            _ => &[],
+        }
+    }
+
     fn node(&self) -> &'w Node {
         &self.walk.nodes[self.node as usize]
     }
@@ -777,7 +817,7 @@ impl<'w> ReachedDataset<'w> {
 
     /// Derived from the subject's data by something other than an identity copy.
     pub fn is_shaped(&self) -> bool {
-        !self.node().shaped_by.is_empty()
+        !self.shaped_ids().is_empty()
     }
 
     /// Written by a run whose lineage cannot say how (see [`UnresolvedReason`]).
@@ -802,7 +842,7 @@ impl<'w> ReachedDataset<'w> {
     /// The edges that shaped it, in canonical order.
     pub fn shaped_by(&self) -> impl Iterator<Item = ColumnEdge<'w>> + use<'w> {
         let graph = self.walk.graph;
-        self.node().shaped_by.iter().map(move |&e| graph.edge(e))
+        self.shaped_ids().iter().map(move |&e| graph.edge(e))
     }
 
     /// Why it is unresolved (one reason per run).
@@ -1282,6 +1322,33 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn masked_identity_only_shapes() {
+        let cl = ColumnLineageDatasetFacet::new(P)
+            .with_field(
+                "h",
+                [inp("crm.learners", "learner_id", [id().with_masking(true)])],
+            )
+            .with_field("learner_id", [inp("crm.learners", "learner_id", [id()])]);
+        let events = [sql_run("hash", 1, 1, &["crm.learners"], "mart.hashed", cl)];
+        let g = LineageGraph::build(events.iter().map(|e| ("f", e)), resolver).unwrap();
+        let w = walk(
+            &g,
+            day(1),
+            &[Seed::new("crm.learners", "learner_id", "learner_id")],
+            |_| Vec::new(),
+        );
+        let d = w.dataset("mart.hashed").unwrap();
+        assert_eq!(
+            d.labels().map(|l| l.field).collect::<Vec<_>>(),
+            ["learner_id"]
+        );
+        assert!(
+            d.shaped_by()
+                .any(|e| e.to_field() == Some("h") && e.transformation().masking)
+        );
+    }
+
+    #[test]
     fn cycles_are_broken_by_name_after_their_sources() {
         // src -> b <-> a -> z ; the cycle {a, b} comes after src and before z.
         let cl = |from: &str| {
@@ -1566,7 +1633,6 @@ pub(crate) mod tests {
                 .collect();
             let arcs: Vec<(&str, &str)> = w
                 .walked_arcs()
-                .iter()
                 .map(|(a, b, _)| (a.name(), b.name()))
                 .collect();
             let reaches = |from: &str, to: &str| {

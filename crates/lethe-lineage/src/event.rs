@@ -510,6 +510,11 @@ impl RunEvent {
 
     /// Reads one RunEvent from a JSON value. The error names the JSON path of the problem.
     pub fn from_json_value(value: &Value) -> Result<RunEvent> {
+        RunEvent::from_json(value.clone())
+    }
+
+    /// Reads one RunEvent from a JSON value it takes (no copy of its strings).
+    pub fn from_json(value: Value) -> Result<RunEvent> {
         decode_run_event(value).map_err(|e| Error::InvalidEvent {
             message: e.describe(),
         })
@@ -692,7 +697,7 @@ impl<'de> Deserialize<'de> for RunEvent {
     /// Reads through [`RunEvent::from_json_value`], so serde users get the same rules.
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let v = Value::deserialize(d)?;
-        decode_run_event(&v).map_err(|e| {
+        decode_run_event(v).map_err(|e| {
             serde::de::Error::custom(format!("not an OpenLineage RunEvent: {}", e.describe()))
         })
     }
@@ -783,6 +788,10 @@ impl DecodeError {
 type Obj = Map<String, Value>;
 type D<T> = std::result::Result<T, DecodeError>;
 
+// The decoders take the JSON by value and move its strings and unknown objects into the model
+// (no copies); whatever keys are left in an object after the known ones were taken are its
+// unknown keys.
+
 fn kind_of(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
@@ -794,94 +803,80 @@ fn kind_of(v: &Value) -> &'static str {
     }
 }
 
-fn object(v: &Value) -> D<&Obj> {
-    v.as_object().ok_or_else(|| {
-        DecodeError::new(Problem::WrongType {
-            expected: "an object",
-            found: kind_of(v),
-        })
+fn wrong(expected: &'static str, v: &Value) -> DecodeError {
+    DecodeError::new(Problem::WrongType {
+        expected,
+        found: kind_of(v),
     })
 }
 
-fn present<'a>(o: &'a Obj, key: &str) -> Option<&'a Value> {
-    o.get(key).filter(|v| !v.is_null())
+fn object(v: Value) -> D<Obj> {
+    match v {
+        Value::Object(o) => Ok(o),
+        other => Err(wrong("an object", &other)),
+    }
 }
 
-fn req<'a>(o: &'a Obj, key: &'static str) -> D<&'a Value> {
-    o.get(key)
-        .ok_or_else(|| DecodeError::new(Problem::Missing(key)))
+/// Takes `key` out of `o`; an explicit `null` counts as absent.
+fn take(o: &mut Obj, key: &str) -> Option<Value> {
+    o.remove(key).filter(|v| !v.is_null())
 }
 
-fn string(v: &Value) -> D<String> {
-    v.as_str().map(str::to_owned).ok_or_else(|| {
-        DecodeError::new(Problem::WrongType {
-            expected: "a string",
-            found: kind_of(v),
-        })
-    })
+fn string(v: Value) -> D<String> {
+    match v {
+        Value::String(s) => Ok(s),
+        other => Err(wrong("a string", &other)),
+    }
 }
 
-fn req_str(o: &Obj, key: &'static str) -> D<String> {
-    string(req(o, key)?).map_err(|e| e.at_key(key))
+fn req_str(o: &mut Obj, key: &'static str) -> D<String> {
+    let v = o
+        .remove(key)
+        .ok_or_else(|| DecodeError::new(Problem::Missing(key)))?;
+    string(v).map_err(|e| e.at_key(key))
 }
 
-fn opt_str(o: &Obj, key: &str) -> D<Option<String>> {
-    present(o, key)
+fn opt_str(o: &mut Obj, key: &str) -> D<Option<String>> {
+    take(o, key)
         .map(|v| string(v).map_err(|e| e.at_key(key)))
         .transpose()
 }
 
-fn opt_bool(o: &Obj, key: &str) -> D<Option<bool>> {
-    present(o, key)
+fn opt_bool(o: &mut Obj, key: &str) -> D<Option<bool>> {
+    take(o, key)
         .map(|v| {
-            v.as_bool().ok_or_else(|| {
-                DecodeError::new(Problem::WrongType {
-                    expected: "a boolean",
-                    found: kind_of(v),
-                })
-                .at_key(key)
-            })
+            v.as_bool()
+                .ok_or_else(|| wrong("a boolean", &v).at_key(key))
         })
         .transpose()
 }
 
-fn opt_map(o: &Obj, key: &str) -> D<FacetMap> {
-    match present(o, key) {
+fn opt_map(o: &mut Obj, key: &str) -> D<FacetMap> {
+    match take(o, key) {
         None => Ok(FacetMap::new()),
-        Some(v) => Ok(object(v)
-            .map_err(|e| e.at_key(key))?
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect()),
+        Some(v) => Ok(rest(object(v).map_err(|e| e.at_key(key))?)),
     }
 }
 
-fn opt_list<T>(o: &Obj, key: &str, item: impl Fn(&Value) -> D<T>) -> D<Vec<T>> {
-    let Some(v) = present(o, key) else {
-        return Ok(Vec::new());
-    };
-    let arr = v.as_array().ok_or_else(|| {
-        DecodeError::new(Problem::WrongType {
-            expected: "an array",
-            found: kind_of(v),
-        })
-        .at_key(key)
-    })?;
-    arr.iter()
-        .enumerate()
-        .map(|(i, v)| item(v).map_err(|e| e.at_index(i).at_key(key)))
-        .collect()
+fn opt_list<T>(o: &mut Obj, key: &str, item: impl Fn(Value) -> D<T>) -> D<Vec<T>> {
+    match take(o, key) {
+        None => Ok(Vec::new()),
+        Some(Value::Array(items)) => items
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| item(v).map_err(|e| e.at_index(i).at_key(key)))
+            .collect(),
+        Some(other) => Err(wrong("an array", &other).at_key(key)),
+    }
 }
 
-fn extras(o: &Obj, known: &[&str]) -> FacetMap {
-    o.iter()
-        .filter(|(k, _)| !known.contains(&k.as_str()))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
+/// The keys left in `o`.
+fn rest(o: Obj) -> FacetMap {
+    o.into_iter().collect()
 }
 
-fn decode_run_event(v: &Value) -> D<RunEvent> {
-    let o = object(v)?;
+fn decode_run_event(v: Value) -> D<RunEvent> {
+    let mut o = object(v)?;
     // Name the likely confusion with the spec's other event kinds.
     if !o.contains_key("run") && o.contains_key("job") && !o.contains_key("dataset") {
         return Err(DecodeError::new(Problem::Invalid(
@@ -893,16 +888,22 @@ fn decode_run_event(v: &Value) -> D<RunEvent> {
             "missing `job` (a DatasetEvent is not a RunEvent)",
         )));
     }
-    let job = decode_job(req(o, "job")?).map_err(|e| e.at_key("job"))?;
-    let run = decode_run(req(o, "run")?).map_err(|e| e.at_key("run"))?;
-    let time_text = req_str(o, "eventTime")?;
+    let job = o
+        .remove("job")
+        .ok_or_else(|| DecodeError::new(Problem::Missing("job")))?;
+    let job = decode_job(job).map_err(|e| e.at_key("job"))?;
+    let run = o
+        .remove("run")
+        .ok_or_else(|| DecodeError::new(Problem::Missing("run")))?;
+    let run = decode_run(run).map_err(|e| e.at_key("run"))?;
+    let time_text = req_str(&mut o, "eventTime")?;
     let event_time = DateTime::parse_from_rfc3339(time_text.trim()).map_err(|_| {
         DecodeError::new(Problem::Invalid(
             "is not an RFC 3339 date-time with a time zone",
         ))
         .at_key("eventTime")
     })?;
-    let event_type = match opt_str(o, "eventType")? {
+    let event_type = match opt_str(&mut o, "eventType")? {
         None => None,
         Some(s) => Some(EventType::parse(&s).ok_or_else(|| {
             DecodeError::new(Problem::Invalid(
@@ -911,168 +912,146 @@ fn decode_run_event(v: &Value) -> D<RunEvent> {
             .at_key("eventType")
         })?),
     };
-    let inputs = opt_list(o, "inputs", decode_input)?;
-    let outputs = opt_list(o, "outputs", decode_output)?;
     Ok(RunEvent {
         event_type,
         event_time,
         run,
         job,
-        inputs,
-        outputs,
-        producer: opt_str(o, "producer")?,
-        schema_url: opt_str(o, "schemaURL")?,
-        extra: extras(
-            o,
-            &[
-                "eventType",
-                "eventTime",
-                "run",
-                "job",
-                "inputs",
-                "outputs",
-                "producer",
-                "schemaURL",
-            ],
-        ),
+        inputs: opt_list(&mut o, "inputs", decode_input)?,
+        outputs: opt_list(&mut o, "outputs", decode_output)?,
+        producer: opt_str(&mut o, "producer")?,
+        schema_url: opt_str(&mut o, "schemaURL")?,
+        extra: rest(o),
     })
 }
 
-fn decode_run(v: &Value) -> D<Run> {
-    let o = object(v)?;
+fn decode_run(v: Value) -> D<Run> {
+    let mut o = object(v)?;
     Ok(Run {
-        run_id: req_str(o, "runId")?,
-        facets: opt_map(o, "facets")?,
-        extra: extras(o, &["runId", "facets"]),
+        run_id: req_str(&mut o, "runId")?,
+        facets: opt_map(&mut o, "facets")?,
+        extra: rest(o),
     })
 }
 
-fn decode_job(v: &Value) -> D<Job> {
-    let o = object(v)?;
+fn decode_job(v: Value) -> D<Job> {
+    let mut o = object(v)?;
     Ok(Job {
-        namespace: req_str(o, "namespace")?,
-        name: req_str(o, "name")?,
-        facets: opt_map(o, "facets")?,
-        extra: extras(o, &["namespace", "name", "facets"]),
+        namespace: req_str(&mut o, "namespace")?,
+        name: req_str(&mut o, "name")?,
+        facets: opt_map(&mut o, "facets")?,
+        extra: rest(o),
     })
 }
 
-fn decode_input(v: &Value) -> D<InputDataset> {
-    let o = object(v)?;
+fn decode_input(v: Value) -> D<InputDataset> {
+    let mut o = object(v)?;
     Ok(InputDataset {
-        namespace: req_str(o, "namespace")?,
-        name: req_str(o, "name")?,
-        facets: decode_dataset_facets(o)?,
-        input_facets: opt_map(o, "inputFacets")?,
-        extra: extras(o, &["namespace", "name", "facets", "inputFacets"]),
+        namespace: req_str(&mut o, "namespace")?,
+        name: req_str(&mut o, "name")?,
+        facets: decode_dataset_facets(&mut o)?,
+        input_facets: opt_map(&mut o, "inputFacets")?,
+        extra: rest(o),
     })
 }
 
-fn decode_output(v: &Value) -> D<OutputDataset> {
-    let o = object(v)?;
+fn decode_output(v: Value) -> D<OutputDataset> {
+    let mut o = object(v)?;
     Ok(OutputDataset {
-        namespace: req_str(o, "namespace")?,
-        name: req_str(o, "name")?,
-        facets: decode_dataset_facets(o)?,
-        output_facets: opt_map(o, "outputFacets")?,
-        extra: extras(o, &["namespace", "name", "facets", "outputFacets"]),
+        namespace: req_str(&mut o, "namespace")?,
+        name: req_str(&mut o, "name")?,
+        facets: decode_dataset_facets(&mut o)?,
+        output_facets: opt_map(&mut o, "outputFacets")?,
+        extra: rest(o),
     })
 }
 
-fn decode_dataset_facets(dataset: &Obj) -> D<DatasetFacets> {
-    let Some(v) = present(dataset, "facets") else {
+fn decode_dataset_facets(dataset: &mut Obj) -> D<DatasetFacets> {
+    let Some(v) = take(dataset, "facets") else {
         return Ok(DatasetFacets::default());
     };
-    let o = object(v).map_err(|e| e.at_key("facets"))?;
-    let schema = present(o, "schema")
+    let mut o = object(v).map_err(|e| e.at_key("facets"))?;
+    let schema = take(&mut o, "schema")
         .map(|v| decode_schema(v).map_err(|e| e.at_key("schema").at_key("facets")))
         .transpose()?;
-    let column_lineage = present(o, "columnLineage")
+    let column_lineage = take(&mut o, "columnLineage")
         .map(|v| decode_column_lineage(v).map_err(|e| e.at_key("columnLineage").at_key("facets")))
         .transpose()?;
     Ok(DatasetFacets {
         schema,
         column_lineage,
-        other: extras(o, &["schema", "columnLineage"]),
+        other: rest(o),
     })
 }
 
-fn decode_schema(v: &Value) -> D<SchemaDatasetFacet> {
-    let o = object(v)?;
+fn decode_schema(v: Value) -> D<SchemaDatasetFacet> {
+    let mut o = object(v)?;
     Ok(SchemaDatasetFacet {
-        producer: opt_str(o, "_producer")?,
-        schema_url: opt_str(o, "_schemaURL")?,
-        fields: opt_list(o, "fields", decode_schema_field)?,
-        extra: extras(o, &["_producer", "_schemaURL", "fields"]),
+        producer: opt_str(&mut o, "_producer")?,
+        schema_url: opt_str(&mut o, "_schemaURL")?,
+        fields: opt_list(&mut o, "fields", decode_schema_field)?,
+        extra: rest(o),
     })
 }
 
-fn decode_schema_field(v: &Value) -> D<SchemaField> {
-    let o = object(v)?;
+fn decode_schema_field(v: Value) -> D<SchemaField> {
+    let mut o = object(v)?;
     Ok(SchemaField {
-        name: req_str(o, "name")?,
-        data_type: opt_str(o, "type")?,
-        description: opt_str(o, "description")?,
-        fields: opt_list(o, "fields", decode_schema_field)?,
-        extra: extras(o, &["name", "type", "description", "fields"]),
+        name: req_str(&mut o, "name")?,
+        data_type: opt_str(&mut o, "type")?,
+        description: opt_str(&mut o, "description")?,
+        fields: opt_list(&mut o, "fields", decode_schema_field)?,
+        extra: rest(o),
     })
 }
 
-fn decode_column_lineage(v: &Value) -> D<ColumnLineageDatasetFacet> {
-    let o = object(v)?;
+fn decode_column_lineage(v: Value) -> D<ColumnLineageDatasetFacet> {
+    let mut o = object(v)?;
     let mut fields = BTreeMap::new();
-    if let Some(fv) = present(o, "fields") {
-        let fo = object(fv).map_err(|e| e.at_key("fields"))?;
-        for (name, lv) in fo {
-            let field = decode_lineage_field(lv).map_err(|e| e.at_key(name).at_key("fields"))?;
-            fields.insert(name.clone(), field);
+    if let Some(fv) = take(&mut o, "fields") {
+        for (name, lv) in object(fv).map_err(|e| e.at_key("fields"))? {
+            let field = decode_lineage_field(lv).map_err(|e| e.at_key(&name).at_key("fields"))?;
+            fields.insert(name, field);
         }
     }
     Ok(ColumnLineageDatasetFacet {
-        producer: opt_str(o, "_producer")?,
-        schema_url: opt_str(o, "_schemaURL")?,
+        producer: opt_str(&mut o, "_producer")?,
+        schema_url: opt_str(&mut o, "_schemaURL")?,
         fields,
-        dataset: opt_list(o, "dataset", decode_input_field)?,
-        extra: extras(o, &["_producer", "_schemaURL", "fields", "dataset"]),
+        dataset: opt_list(&mut o, "dataset", decode_input_field)?,
+        extra: rest(o),
     })
 }
 
-fn decode_lineage_field(v: &Value) -> D<ColumnLineageField> {
-    let o = object(v)?;
+fn decode_lineage_field(v: Value) -> D<ColumnLineageField> {
+    let mut o = object(v)?;
     Ok(ColumnLineageField {
-        input_fields: opt_list(o, "inputFields", decode_input_field)?,
-        transformation_description: opt_str(o, "transformationDescription")?,
-        transformation_type: opt_str(o, "transformationType")?,
-        extra: extras(
-            o,
-            &[
-                "inputFields",
-                "transformationDescription",
-                "transformationType",
-            ],
-        ),
+        input_fields: opt_list(&mut o, "inputFields", decode_input_field)?,
+        transformation_description: opt_str(&mut o, "transformationDescription")?,
+        transformation_type: opt_str(&mut o, "transformationType")?,
+        extra: rest(o),
     })
 }
 
-fn decode_input_field(v: &Value) -> D<InputField> {
-    let o = object(v)?;
+fn decode_input_field(v: Value) -> D<InputField> {
+    let mut o = object(v)?;
     Ok(InputField {
-        namespace: req_str(o, "namespace")?,
-        name: req_str(o, "name")?,
-        field: req_str(o, "field")?,
-        transformations: opt_list(o, "transformations", decode_transformation)?,
-        extra: extras(o, &["namespace", "name", "field", "transformations"]),
+        namespace: req_str(&mut o, "namespace")?,
+        name: req_str(&mut o, "name")?,
+        field: req_str(&mut o, "field")?,
+        transformations: opt_list(&mut o, "transformations", decode_transformation)?,
+        extra: rest(o),
     })
 }
 
-fn decode_transformation(v: &Value) -> D<Transformation> {
-    let o = object(v)?;
+fn decode_transformation(v: Value) -> D<Transformation> {
+    let mut o = object(v)?;
     Ok(Transformation {
-        kind: TransformationType::parse(&req_str(o, "type")?),
-        subtype: opt_str(o, "subtype")?,
-        description: opt_str(o, "description")?,
-        masking: opt_bool(o, "masking")?,
-        extra: extras(o, &["type", "subtype", "description", "masking"]),
+        kind: TransformationType::parse(&req_str(&mut o, "type")?),
+        subtype: opt_str(&mut o, "subtype")?,
+        description: opt_str(&mut o, "description")?,
+        masking: opt_bool(&mut o, "masking")?,
+        extra: rest(o),
     })
 }
 

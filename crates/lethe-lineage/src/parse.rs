@@ -67,7 +67,7 @@ fn decode(source: &str, text: &str, raw: &RawValue) -> Result<RunEvent> {
             &format!("invalid JSON: {}", syntax_message(&e)),
         )
     })?;
-    RunEvent::from_json_value(&value).map_err(|e| {
+    RunEvent::from_json(value).map_err(|e| {
         let (line, column) = at();
         parse_error(source, line, column, &e.to_string())
     })

@@ -5,11 +5,13 @@
 //!   constructors for the COMPLETE events lethe writes; [`parse_events`] reads lineage files.
 //! - [`graph`]: a temporal column-lineage graph. Each edge keeps the intervals during which the
 //!   runs of its job showed it, with the evidence file that opened each interval.
-//! - [`walk`]: the walk EXPLAIN ERASURE plans from: which datasets hold the subject's rows
+//! - [`mod@walk`] and [`walk()`]: the walk EXPLAIN ERASURE plans from: which datasets hold the subject's rows
 //!   (and through which columns), which are shaped by them, and which lineage cannot resolve.
 //!
 //! This crate knows nothing of catalogs or governance: lethe maps OpenLineage datasets to
 //! catalog tables through a resolver and turns a [`Walk`] into plan steps.
+
+#![warn(missing_docs)]
 
 pub mod error;
 pub mod event;

@@ -11,6 +11,10 @@
 //!   again a new interval starts; the last interval may be open-ended. Each interval keeps the
 //!   evidence file that opened it and the last time a run showed it. Dataset-wide lineage (the
 //!   facet's `dataset` list) is an edge with no target field.
+//! - Datasets: the resolver maps an OpenLineage (namespace, name) to a canonical key or says it
+//!   cannot; such a dataset is *external* and named `namespace/name`, unless a `symlinks` facet
+//!   in any event names an identifier the resolver maps (Spark reports tables read by path this
+//!   way): then it is that table everywhere.
 //! - Runs are kept as dataset-level flows too (inputs -> outputs), with, per output, whether the
 //!   run gave column lineage for it and the reasons it is opaque: an input the resolver could
 //!   not map to a catalog table, a transformation described `opaque: ...`, an event without a
@@ -32,10 +36,11 @@ use std::ops::Range;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
+use serde_json::Value;
 
 use crate::error::{Error, Result};
 use crate::event::{
-    EventType, RunEvent, Transformation, TransformationType, is_opaque_description,
+    DatasetFacets, EventType, RunEvent, Transformation, TransformationType, is_opaque_description,
 };
 
 /// Sentinel for "no id" (a dataset-wide edge has no target field).
@@ -358,6 +363,8 @@ pub struct GraphBuilder<R> {
     raw_inputs: Vec<u32>,
     raw_outputs: Vec<RawOutput>,
     raw_markers: Vec<RawMarker>,
+    /// (external dataset, catalog dataset) pairs learnt from `symlinks` facets.
+    aliases: Vec<(u32, u32)>,
     stats: GraphStats,
 }
 
@@ -365,7 +372,9 @@ impl<R: FnMut(&str, &str) -> Option<String>> GraphBuilder<R> {
     /// A builder with `resolver(namespace, name)`, which maps an OpenLineage dataset to its
     /// canonical key (for lethe: the catalog table name, e.g. `crm.learners`) or returns
     /// `None` when it cannot; such a dataset is kept as `namespace/name` and is *external*
-    /// (reading it makes a run's outputs opaque).
+    /// (reading it makes a run's outputs opaque) unless the dataset's `symlinks` facet (as
+    /// Spark writes for tables read by path) names an identifier the resolver maps: then the
+    /// dataset is that table, in every event, whichever event carried the facet.
     pub fn new(resolver: R) -> GraphBuilder<R> {
         GraphBuilder {
             resolver,
@@ -384,6 +393,7 @@ impl<R: FnMut(&str, &str) -> Option<String>> GraphBuilder<R> {
             raw_inputs: Vec::new(),
             raw_outputs: Vec::new(),
             raw_markers: Vec::new(),
+            aliases: Vec::new(),
             stats: GraphStats::default(),
         }
     }
@@ -404,6 +414,42 @@ impl<R: FnMut(&str, &str) -> Option<String>> GraphBuilder<R> {
             self.external[id as usize] = true;
         }
         self.resolved.insert(self.key_buf.as_str().into(), id);
+        Ok(id)
+    }
+
+    /// Resolves an input or output dataset, learning an alias from its `symlinks` facet when
+    /// the resolver cannot map its own namespace and name.
+    fn resolve_dataset(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        facets: &DatasetFacets,
+    ) -> Result<u32> {
+        let id = self.resolve(namespace, name)?;
+        if !self.external.get(id as usize).copied().unwrap_or(false) {
+            return Ok(id);
+        }
+        let identifiers = facets
+            .other
+            .get("symlinks")
+            .and_then(|s| s.get("identifiers"))
+            .and_then(Value::as_array);
+        for ident in identifiers.into_iter().flatten() {
+            let (Some(ns), Some(n)) = (
+                ident.get("namespace").and_then(Value::as_str),
+                ident.get("name").and_then(Value::as_str),
+            ) else {
+                continue;
+            };
+            if let Some(key) = (self.resolver)(ns, n) {
+                let table = self.datasets.intern(&key, "datasets")?;
+                if table as usize == self.external.len() {
+                    self.external.push(false);
+                }
+                self.aliases.push((id, table));
+                break;
+            }
+        }
         Ok(id)
     }
 
@@ -455,7 +501,7 @@ impl<R: FnMut(&str, &str) -> Option<String>> GraphBuilder<R> {
         let outputs_start = self.raw_outputs.len();
 
         for input in &event.inputs {
-            let ds = self.resolve(&input.namespace, &input.name)?;
+            let ds = self.resolve_dataset(&input.namespace, &input.name, &input.facets)?;
             self.raw_inputs.push(ds);
         }
         let mut opaque: Vec<(usize, RawMarker)> = Vec::new();
@@ -468,7 +514,7 @@ impl<R: FnMut(&str, &str) -> Option<String>> GraphBuilder<R> {
             extra: Default::default(),
         };
         for (oi, output) in event.outputs.iter().enumerate() {
-            let to_ds = self.resolve(&output.namespace, &output.name)?;
+            let to_ds = self.resolve_dataset(&output.namespace, &output.name, &output.facets)?;
             outputs.push(to_ds);
             let Some(lineage) = &output.facets.column_lineage else {
                 continue;
@@ -591,7 +637,7 @@ impl<R: FnMut(&str, &str) -> Option<String>> GraphBuilder<R> {
     pub fn finish(self) -> Result<LineageGraph> {
         let GraphBuilder {
             mut datasets,
-            external,
+            mut external,
             mut fields,
             job_names,
             files,
@@ -602,9 +648,60 @@ impl<R: FnMut(&str, &str) -> Option<String>> GraphBuilder<R> {
             mut raw_inputs,
             mut raw_outputs,
             mut raw_markers,
+            aliases,
             mut stats,
             ..
         } = self;
+
+        // 0. External datasets that a `symlinks` facet tied to a catalog table become that
+        //    table (the alias with the smallest name if several), wherever they appear.
+        if !aliases.is_empty() {
+            let mut alias_of = vec![NONE; datasets.len()];
+            for &(ext, table) in &aliases {
+                let (e, t) = (ext as usize, table as usize);
+                if external[t] || ext == table {
+                    continue;
+                }
+                if alias_of[e] == NONE || datasets.name(table) < datasets.name(alias_of[e]) {
+                    alias_of[e] = table;
+                }
+            }
+            let mut pre_map = vec![NONE; datasets.len()];
+            let mut kept = Interner::default();
+            let mut kept_external = Vec::new();
+            for (old, &alias) in alias_of.iter().enumerate() {
+                if alias == NONE {
+                    pre_map[old] = kept.intern(datasets.name(old as u32), "datasets")?;
+                    kept_external.push(external[old]);
+                }
+            }
+            for (old, &alias) in alias_of.iter().enumerate() {
+                if alias != NONE {
+                    pre_map[old] = pre_map[alias as usize];
+                }
+            }
+            datasets = kept;
+            external = kept_external;
+            for e in &mut raw_edges {
+                e.from_ds = pre_map[e.from_ds as usize];
+                e.to_ds = pre_map[e.to_ds as usize];
+            }
+            for d in &mut raw_inputs {
+                *d = pre_map[*d as usize];
+            }
+            for o in &mut raw_outputs {
+                o.ds = pre_map[o.ds as usize];
+            }
+            for m in &mut raw_markers {
+                match m {
+                    RawMarker::UnknownProducer => {}
+                    RawMarker::ExternalInput { dataset } => *dataset = pre_map[*dataset as usize],
+                    RawMarker::OpaqueTransformation { input, .. } => {
+                        *input = pre_map[*input as usize]
+                    }
+                }
+            }
+        }
 
         // 1. Canonical ids: datasets, fields, jobs and kinds in name order.
         let ds_map = datasets.sort();
@@ -800,7 +897,15 @@ impl<R: FnMut(&str, &str) -> Option<String>> GraphBuilder<R> {
                     let m_start = run_markers.len();
                     while i < outs.len() && outs[i].ds == ds {
                         has_column_lineage |= outs[i].has_column_lineage;
-                        run_markers.extend_from_slice(&raw_markers[outs[i].markers.clone()]);
+                        // An input aliased to a catalog table is no longer external.
+                        run_markers.extend(raw_markers[outs[i].markers.clone()].iter().filter(
+                            |m| match m {
+                                RawMarker::ExternalInput { dataset } => {
+                                    external_sorted[*dataset as usize]
+                                }
+                                _ => true,
+                            },
+                        ));
                         i += 1;
                     }
                     let mut tail = run_markers.split_off(m_start);
@@ -1734,6 +1839,80 @@ mod tests {
                 description: "opaque: udf normalize()"
             }]
         );
+    }
+
+    #[test]
+    fn symlinks_tie_paths_to_catalog_tables_in_every_event() {
+        let with_link = |ns: &str, name: &str, table: &str| {
+            let mut facets = crate::event::DatasetFacets::default();
+            facets.other.insert(
+                "symlinks".into(),
+                serde_json::json!({"_producer": "p", "_schemaURL": "s",
+                    "identifiers": [{"namespace": "iceberg://wh", "name": table, "type": "TABLE"}]}),
+            );
+            (ns.to_owned(), name.to_owned(), facets)
+        };
+        let (ns, name, facets) = with_link("file", "/wh/crm/learners", "crm.learners");
+        let mut input = InputDataset::new(ns, name);
+        input.facets = facets;
+        let (ns, name, facets) = with_link("file", "/wh/mart/x", "mart.x");
+        let mut output = OutputDataset::new(ns, name).with_column_lineage(
+            ColumnLineageDatasetFacet::new("p").with_field(
+                "id",
+                [InputField::new(
+                    "file",
+                    "/wh/crm/learners",
+                    "id",
+                    [T::direct("IDENTITY")],
+                )],
+            ),
+        );
+        output.facets.other = facets.other;
+        let spark = RunEvent::complete("p", Job::new("spark", "s"), Uuid::from_u128(1), day(1))
+            .with_input(input)
+            .with_output(output);
+        // Another job reads the same path without the facet.
+        let other = RunEvent::complete("p", Job::new("lethe", "o"), Uuid::from_u128(2), day(2))
+            .with_input(InputDataset::new("file", "/wh/crm/learners"))
+            .with_output(OutputDataset::new("lethe", "y").with_column_lineage(
+                ColumnLineageDatasetFacet::new("p").with_field(
+                    "id",
+                    [InputField::new(
+                        "file",
+                        "/wh/crm/learners",
+                        "id",
+                        [T::direct("IDENTITY")],
+                    )],
+                ),
+            ));
+        let resolve =
+            |ns: &str, name: &str| (ns == "iceberg://wh" || ns == "lethe").then(|| name.to_owned());
+        let g1 = LineageGraph::build([("b", &other), ("a", &spark)], resolve).unwrap();
+        let g2 = LineageGraph::build([("a", &spark), ("b", &other)], resolve).unwrap();
+        for g in [&g1, &g2] {
+            assert_eq!(g.stats().external_datasets, 0);
+            assert_eq!(
+                g.datasets().map(|d| g.dataset_name(d)).collect::<Vec<_>>(),
+                ["crm.learners", "mart.x", "y"]
+            );
+            let src = g.dataset_id("crm.learners").unwrap();
+            let targets: Vec<&str> = g
+                .edges_out(src, Window::ALL)
+                .map(|e| e.to_dataset())
+                .collect();
+            assert_eq!(targets, ["mart.x", "y"]);
+            let y = g.dataset_id("y").unwrap();
+            assert!(
+                g.runs_writing(y, Window::ALL)
+                    .all(|r| r.outputs().all(|o| !o.is_unresolved()))
+            );
+        }
+        let dump = |g: &LineageGraph| {
+            (0..g.edge_count())
+                .map(|i| format!("{:?}", g.edge(EdgeId(i as u32))))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(dump(&g1), dump(&g2));
     }
 
     #[test]

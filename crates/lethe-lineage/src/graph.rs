@@ -18,7 +18,7 @@
 //! - Runs are kept as dataset-level flows too (inputs -> outputs), with, per output, whether the
 //!   run gave column lineage for it and the reasons it is opaque: an input the resolver could
 //!   not map to a catalog table, a transformation described `opaque: ...`, an event without a
-//!   producer. A run's flows are valid from its time until the job's next run.
+//!   producer, an input that no column edge of the run starts from (unaccounted). A run's flows are valid from its time until the job's next run.
 //! - Ids are canonical: datasets and field names are numbered in name order, edges in
 //!   (source dataset, source field, target dataset, target field, transformation, job) order,
 //!   so the graph and everything derived from it do not depend on the order events were added.
@@ -323,6 +323,9 @@ enum RawMarker {
         input: u32,
         input_field: u32,
         description: u32,
+    },
+    UnaccountedInput {
+        dataset: u32,
     },
 }
 
@@ -699,6 +702,9 @@ impl<R: FnMut(&str, &str) -> Option<String>> GraphBuilder<R> {
                     RawMarker::OpaqueTransformation { input, .. } => {
                         *input = pre_map[*input as usize]
                     }
+                    RawMarker::UnaccountedInput { dataset } => {
+                        *dataset = pre_map[*dataset as usize]
+                    }
                 }
             }
         }
@@ -749,7 +755,9 @@ impl<R: FnMut(&str, &str) -> Option<String>> GraphBuilder<R> {
         for m in &mut raw_markers {
             match m {
                 RawMarker::UnknownProducer => {}
-                RawMarker::ExternalInput { dataset } => *dataset = ds_map[*dataset as usize],
+                RawMarker::ExternalInput { dataset } | RawMarker::UnaccountedInput { dataset } => {
+                    *dataset = ds_map[*dataset as usize]
+                }
                 RawMarker::OpaqueTransformation {
                     field: f,
                     input,
@@ -875,7 +883,11 @@ impl<R: FnMut(&str, &str) -> Option<String>> GraphBuilder<R> {
                     edge.open = NONE;
                     false
                 });
-                // The run's dataset-level flow.
+                // The run's dataset-level flow. Inputs that no column edge of the run starts
+                // from are unaccounted for in every output that has column lineage.
+                let mut accounted: Vec<u32> = shown.iter().map(|(k, _)| k.from_ds).collect();
+                accounted.sort_unstable();
+                accounted.dedup();
                 let in_start = run_inputs.len();
                 for &r in recs {
                     run_inputs.extend_from_slice(&raw_inputs[records[r].inputs.clone()]);
@@ -889,6 +901,15 @@ impl<R: FnMut(&str, &str) -> Option<String>> GraphBuilder<R> {
                     .flat_map(|&r| &raw_outputs[records[r].outputs.clone()])
                     .collect();
                 outs.sort_by_key(|o| o.ds);
+                let unaccounted: Vec<u32> = ins
+                    .iter()
+                    .copied()
+                    .filter(|&d| {
+                        accounted.binary_search(&d).is_err()
+                            && !external_sorted[d as usize]
+                            && !outs.iter().any(|o| o.ds == d)
+                    })
+                    .collect();
                 let out_start = run_outputs.len();
                 let mut i = 0;
                 while i < outs.len() {
@@ -907,6 +928,13 @@ impl<R: FnMut(&str, &str) -> Option<String>> GraphBuilder<R> {
                             },
                         ));
                         i += 1;
+                    }
+                    if has_column_lineage {
+                        run_markers.extend(
+                            unaccounted
+                                .iter()
+                                .map(|&dataset| RawMarker::UnaccountedInput { dataset }),
+                        );
                     }
                     let mut tail = run_markers.split_off(m_start);
                     tail.sort_unstable();
@@ -1389,6 +1417,9 @@ impl LineageGraph {
                 input_field: self.fields.name(input_field),
                 description: self.descriptions.name(description),
             },
+            RawMarker::UnaccountedInput { dataset } => OpaqueMarker::UnaccountedInput {
+                dataset: self.datasets.name(dataset),
+            },
         }
     }
 }
@@ -1566,6 +1597,12 @@ pub enum OpaqueMarker<'g> {
         /// The transformation's description.
         description: &'g str,
     },
+    /// The run read this dataset but no column lineage of the run mentions it, so where its
+    /// data went is unknown. The walk counts it only when this dataset is reached.
+    UnaccountedInput {
+        /// The input dataset.
+        dataset: &'g str,
+    },
 }
 
 /// A run of a [`LineageGraph`]: one job's run (events with the same run id merged).
@@ -1652,9 +1689,24 @@ impl<'g> RunOutput<'g> {
             .map(move |m| graph.marker(m))
     }
 
-    /// True when the output needs more than column lineage: no column lineage or a marker.
+    /// True when the output needs more than column lineage: no column lineage or any marker.
     pub fn is_unresolved(&self) -> bool {
         !self.rec.has_column_lineage || self.rec.markers.start != self.rec.markers.end
+    }
+
+    /// For the walk: is the output unresolved because of something that holds whatever input
+    /// is reached (no column lineage, external input, opaque transformation, unknown producer)?
+    pub(crate) fn unresolved_regardless(&self) -> bool {
+        !self.rec.has_column_lineage
+            || self.graph.run_markers[self.rec.markers.range()]
+                .iter()
+                .any(|m| !matches!(m, RawMarker::UnaccountedInput { .. }))
+    }
+
+    /// For the walk: does the run leave `input` unaccounted for in this output?
+    pub(crate) fn leaves_unaccounted(&self, input: DatasetId) -> bool {
+        self.graph.run_markers[self.rec.markers.range()]
+            .contains(&RawMarker::UnaccountedInput { dataset: input.0 })
     }
 }
 

@@ -18,7 +18,8 @@
 //!    field (AGGREGATION, TRANSFORMATION, INDIRECT/*, identity of an unlabelled field) makes its
 //!    target *shaped* (recorded in `shaped_by`). Every usable run that read a reached dataset
 //!    makes each of its outputs that has no column lineage, or an opaque marker (external input,
-//!    `opaque:` transformation, unknown producer), *unresolved*, with the run as the reason.
+//!    `opaque:` transformation, unknown producer, or this very input being one that the run's
+//!    column lineage never mentions), *unresolved*, with the run as the reason.
 //!    Shaped and unresolved datasets are reached and walked from in turn.
 //! 3. Order. Reached datasets are listed sources first (a topological order of the walked
 //!    edges and flows); a cycle is broken by name (its datasets are listed together, in name
@@ -218,13 +219,13 @@ where
             w.reach(t, &mut queue);
         }
         for run in graph.runs_reading(ds, window) {
+            // Causes that hold whichever input is reached are checked once per run; an
+            // unaccounted input only when that input is the one reached.
             let done = &mut run_done[run.id().index()];
-            if *done {
-                continue;
-            }
+            let first = !*done;
             *done = true;
             for (k, out) in run.outputs().enumerate() {
-                if out.is_unresolved() {
+                if (first && out.unresolved_regardless()) || out.leaves_unaccounted(ds) {
                     let t = w.node_of(out.dataset());
                     w.nodes[t as usize].unresolved.push((run.id(), k as u32));
                     w.reach(t, &mut queue);
@@ -610,7 +611,19 @@ impl<'g> Walk<'g> {
             evidence: view.evidence(),
             reached_inputs,
             no_column_lineage: out.is_some_and(|o| !o.has_column_lineage()),
-            markers: out.map(|o| o.markers().collect()).unwrap_or_default(),
+            markers: out
+                .map(|o| {
+                    o.markers()
+                        .filter(|m| match m {
+                            OpaqueMarker::UnaccountedInput { dataset } => self
+                                .graph
+                                .dataset_id(dataset)
+                                .is_some_and(|d| self.node_of_graph[d.index()] != NONE),
+                            _ => true,
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
         }
     }
 }
@@ -754,6 +767,10 @@ impl fmt::Display for UnresolvedReason<'_> {
                 OpaqueMarker::ExternalInput { dataset } => {
                     write!(f, "{sep}reads external dataset {dataset}")?
                 }
+                OpaqueMarker::UnaccountedInput { dataset } => write!(
+                    f,
+                    "{sep}reads {dataset}, which its column lineage does not mention"
+                )?,
                 OpaqueMarker::OpaqueTransformation {
                     field,
                     input_dataset,
@@ -1349,6 +1366,47 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn an_input_the_column_lineage_never_mentions_is_unresolved_once_reached() {
+        // The run reads crm.learners and lookup.rates but its lineage only mentions rates.
+        let cl = ColumnLineageDatasetFacet::new(P)
+            .with_field("rate", [inp("lookup.rates", "rate", [id()])]);
+        let events = [sql_run(
+            "j",
+            1,
+            1,
+            &["crm.learners", "lookup.rates"],
+            "mart.report",
+            cl,
+        )];
+        let g = LineageGraph::build(events.iter().map(|e| ("f.json", e)), resolver).unwrap();
+        let w = walk(
+            &g,
+            day(1),
+            &[Seed::new("crm.learners", "learner_id", "learner_id")],
+            |_| Vec::new(),
+        );
+        let report = w.dataset("mart.report").unwrap();
+        let reasons: Vec<String> = report.unresolved().map(|r| r.to_string()).collect();
+        assert_eq!(
+            reasons,
+            [
+                "job lethe/j (evidence f.json): reads crm.learners, which its column lineage does not mention"
+            ]
+        );
+        assert!(!report.is_shaped());
+        // Reached through the accounted input only: shaped, not unresolved.
+        let w = walk(
+            &g,
+            day(1),
+            &[Seed::new("lookup.rates", "rate", "x")],
+            |_| Vec::new(),
+        );
+        let report = w.dataset("mart.report").unwrap();
+        assert!(!report.is_unresolved());
+        assert!(report.holds_rows());
+    }
+
+    #[test]
     fn cycles_are_broken_by_name_after_their_sources() {
         // src -> b <-> a -> z ; the cycle {a, b} comes after src and before z.
         let cl = |from: &str| {
@@ -1465,6 +1523,10 @@ pub(crate) mod tests {
                 if rng.random_bool(0.08) {
                     e = e.with_input(InputDataset::new("s3://x", "dump.csv"));
                 }
+                if rng.random_bool(0.15) {
+                    // Read but not in the column lineage: unaccounted for.
+                    e = e.with_input(InputDataset::new("lethe", ds(rng.random_range(0..n))));
+                }
                 if rng.random_bool(0.05) {
                     e.producer = None;
                 }
@@ -1557,7 +1619,16 @@ pub(crate) mod tests {
                     continue;
                 }
                 for run in g.runs_reading(d, win) {
-                    for out in run.outputs().filter(|o| o.is_unresolved()) {
+                    let hit = |o: &crate::graph::RunOutput<'_>| {
+                        !o.has_column_lineage()
+                            || o.markers().any(|m| match m {
+                                OpaqueMarker::UnaccountedInput { dataset } => {
+                                    dataset == g.dataset_name(d)
+                                }
+                                _ => true,
+                            })
+                    };
+                    for out in run.outputs().filter(hit) {
                         unresolved.insert(g.dataset_name(out.dataset()).to_owned());
                         reached.insert(g.dataset_name(out.dataset()).to_owned());
                     }

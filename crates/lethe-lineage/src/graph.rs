@@ -955,6 +955,11 @@ impl<R: FnMut(&str, &str) -> Option<String>> GraphBuilder<R> {
                     evidence: first.file,
                     inputs: Span::of(in_start..run_inputs.len(), "run inputs")?,
                     outputs: Span::of(out_start..run_outputs.len(), "run outputs")?,
+                    unaccounted: run_outputs[out_start..].iter().any(|o| {
+                        run_markers[o.markers.range()]
+                            .iter()
+                            .any(|m| matches!(m, RawMarker::UnaccountedInput { .. }))
+                    }),
                 });
             }
             group_start = group_end;
@@ -1125,6 +1130,8 @@ struct RunRec {
     evidence: u32,
     inputs: Span,
     outputs: Span,
+    /// Some output has an `UnaccountedInput` marker.
+    unaccounted: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -1658,6 +1665,11 @@ impl<'g> RunView<'g> {
     pub fn inputs(&self) -> impl Iterator<Item = DatasetId> + use<'g> {
         let range = self.rec().map_or(0..0, |r| r.inputs.range());
         self.graph.run_inputs[range].iter().map(|&d| DatasetId(d))
+    }
+
+    /// For the walk: some output leaves an input unaccounted for.
+    pub(crate) fn has_unaccounted(&self) -> bool {
+        self.rec().is_some_and(|r| r.unaccounted)
     }
 
     /// The run's outputs, in name order.

@@ -95,7 +95,6 @@ struct Node {
     extra_name: u32,
     seeded: bool,
     holds_rows: bool,
-    reached: bool,
     labels: Vec<LabelRec>,
     /// (run, position of the output among the run's outputs)
     unresolved: Vec<(RunIndex, u32)>,
@@ -117,6 +116,8 @@ pub struct Walk<'g> {
     /// Shaping edges of node `n`: `shaped[shaped_offsets[n]..shaped_offsets[n + 1]]`.
     shaped: Vec<EdgeId>,
     shaped_offsets: Vec<u32>,
+    /// Reach flags by node (phase 2), apart from the nodes for locality.
+    reached: Vec<bool>,
 }
 
 #[derive(Default)]
@@ -152,6 +153,7 @@ where
         label_ids: HashMap::new(),
         shaped: Vec::new(),
         shaped_offsets: Vec::new(),
+        reached: Vec::new(),
     };
     let mut st = LabelState::default();
 
@@ -193,9 +195,7 @@ where
     // 2. Reach. Shaping edges and walked node pairs are collected flat and grouped afterwards
     // (appending to one Vec is far cheaper than growing a Vec per node).
     let mut queue: VecDeque<u32> = (0..w.nodes.len() as u32).collect();
-    for node in &mut w.nodes {
-        node.reached = true;
-    }
+    w.reached = vec![true; w.nodes.len()];
     let mut run_done = vec![false; graph.run_count()];
     let mut shaped: Vec<u64> = Vec::new(); // (target node << 32) | edge
     let mut pairs: Vec<u64> = Vec::new(); // (source node << 32) | target node
@@ -224,6 +224,9 @@ where
             let done = &mut run_done[run.id().index()];
             let first = !*done;
             *done = true;
+            if !first && !run.has_unaccounted() {
+                continue;
+            }
             for (k, out) in run.outputs().enumerate() {
                 if (first && out.unresolved_regardless()) || out.leaves_unaccounted(ds) {
                     let t = w.node_of(out.dataset());
@@ -305,10 +308,10 @@ impl<'g> Walk<'g> {
             extra_name,
             seeded: false,
             holds_rows: false,
-            reached: false,
             labels: Vec::new(),
             unresolved: Vec::new(),
         });
+        self.reached.push(false);
         (self.nodes.len() - 1) as u32
     }
 
@@ -371,9 +374,10 @@ impl<'g> Walk<'g> {
     }
 
     fn reach(&mut self, n: u32, queue: &mut VecDeque<u32>) {
-        let node = &mut self.nodes[n as usize];
-        if !node.reached {
-            node.reached = true;
+        if let Some(r) = self.reached.get_mut(n as usize)
+            && !*r
+        {
+            *r = true;
             queue.push_back(n);
         }
     }
@@ -431,69 +435,88 @@ impl<'g> Walk<'g> {
         arcs
     }
 
-    /// `packed` holds sorted, distinct (source << 32 | target) node pairs.
+    /// `packed` holds sorted, distinct (source << 32 | target) node pairs. Strongly connected
+    /// components (cycles) are ordered by Kahn's algorithm, the ready component whose first
+    /// name is smallest first; inside a component, nodes go in name order.
     fn topological_order(&self, packed: &[u64]) -> Vec<u32> {
         let n = self.nodes.len();
-        let pairs: Vec<(u32, u32)> = packed
-            .iter()
-            .map(|&x| ((x >> 32) as u32, (x & 0xffff_ffff) as u32))
-            .filter(|(a, b)| a != b)
-            .collect();
+        // Name rank of every node: integer comparisons from here on.
+        let mut by_name: Vec<u32> = (0..n as u32).collect();
+        by_name.sort_unstable_by(|&a, &b| self.node_name(a).cmp(self.node_name(b)).then(a.cmp(&b)));
+        let rank = inverse_order(&by_name);
+
         let mut offsets = vec![0u32; n + 1];
-        for &(a, _) in &pairs {
-            offsets[a as usize + 1] += 1;
+        let mut adj: Vec<u32> = Vec::with_capacity(packed.len());
+        for &x in packed {
+            let (a, b) = ((x >> 32) as u32, (x & 0xffff_ffff) as u32);
+            if a != b {
+                offsets[a as usize + 1] += 1;
+                adj.push(b);
+            }
         }
         for i in 1..=n {
             offsets[i] += offsets[i - 1];
         }
-        let adj: Vec<u32> = pairs.iter().map(|&(_, b)| b).collect();
         let (comp, comps) = strongly_connected(n, &offsets, &adj);
 
-        // Members of each component in name order; the first names the component.
-        let mut members: Vec<Vec<u32>> = vec![Vec::new(); comps];
-        for v in 0..n {
-            members[comp[v] as usize].push(v as u32);
+        // Members of each component in name order (bucketed by walking nodes in name order);
+        // a component is known by its smallest name rank.
+        let mut moff = vec![0u32; comps + 1];
+        for &c in &comp {
+            moff[c as usize + 1] += 1;
         }
-        for m in &mut members {
-            m.sort_by(|&a, &b| self.node_name(a).cmp(self.node_name(b)));
+        for i in 1..=comps {
+            moff[i] += moff[i - 1];
         }
-        let mut cpairs: Vec<(u32, u32)> = pairs
-            .iter()
-            .map(|&(a, b)| (comp[a as usize], comp[b as usize]))
-            .filter(|(a, b)| a != b)
-            .collect();
+        let mut fill = moff.clone();
+        let mut members = vec![0u32; n];
+        for &v in &by_name {
+            let c = comp[v as usize] as usize;
+            members[fill[c] as usize] = v;
+            fill[c] += 1;
+        }
+        let first_rank = |c: usize| rank[members[moff[c] as usize] as usize];
+
+        let mut cpairs: Vec<u64> = Vec::with_capacity(adj.len());
+        for a in 0..n {
+            let ca = comp[a];
+            for &b in &adj[offsets[a] as usize..offsets[a + 1] as usize] {
+                let cb = comp[b as usize];
+                if ca != cb {
+                    cpairs.push((u64::from(ca) << 32) | u64::from(cb));
+                }
+            }
+        }
         cpairs.sort_unstable();
         cpairs.dedup();
         let mut indegree = vec![0u32; comps];
         let mut coff = vec![0u32; comps + 1];
-        for &(a, b) in &cpairs {
-            indegree[b as usize] += 1;
-            coff[a as usize + 1] += 1;
+        for &x in &cpairs {
+            coff[(x >> 32) as usize + 1] += 1;
+            indegree[(x & 0xffff_ffff) as usize] += 1;
         }
         for i in 1..=comps {
             coff[i] += coff[i - 1];
         }
-        let mut ready: BinaryHeap<Reverse<(&str, u32)>> = BinaryHeap::new();
-        for c in 0..comps {
-            if indegree[c] == 0 {
-                ready.push(Reverse((self.comp_name(&members[c]), c as u32)));
+        let mut ready: BinaryHeap<Reverse<(u32, u32)>> = BinaryHeap::new();
+        for (c, &d) in indegree.iter().enumerate() {
+            if d == 0 {
+                ready.push(Reverse((first_rank(c), c as u32)));
             }
         }
         let mut order = Vec::with_capacity(n);
         while let Some(Reverse((_, c))) = ready.pop() {
-            order.extend_from_slice(&members[c as usize]);
-            for &(_, d) in &cpairs[coff[c as usize] as usize..coff[c as usize + 1] as usize] {
-                indegree[d as usize] -= 1;
-                if indegree[d as usize] == 0 {
-                    ready.push(Reverse((self.comp_name(&members[d as usize]), d)));
+            let c = c as usize;
+            order.extend_from_slice(&members[moff[c] as usize..moff[c + 1] as usize]);
+            for &x in &cpairs[coff[c] as usize..coff[c + 1] as usize] {
+                let d = (x & 0xffff_ffff) as usize;
+                indegree[d] -= 1;
+                if indegree[d] == 0 {
+                    ready.push(Reverse((first_rank(d), d as u32)));
                 }
             }
         }
         order
-    }
-
-    fn comp_name(&self, members: &[u32]) -> &str {
-        members.first().map_or("", |&m| self.node_name(m))
     }
 
     // -----------------------------------------------------------------------------------------
@@ -638,6 +661,15 @@ enum Arc {
 pub(crate) enum WalkedArc<'w> {
     Edge(ColumnEdge<'w>),
     Unresolved(UnresolvedReason<'w>),
+}
+
+/// `order` lists ids in a new order; returns id -> position.
+fn inverse_order(order: &[u32]) -> Vec<u32> {
+    let mut pos = vec![0u32; order.len()];
+    for (i, &v) in order.iter().enumerate() {
+        pos[v as usize] = i as u32;
+    }
+    pos
 }
 
 /// Tarjan's algorithm, iterative. Returns the component of each node and the count.

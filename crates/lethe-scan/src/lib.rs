@@ -1,1 +1,448 @@
-//! placeholder
+//! lethe's proof scan: read every file under some folders, each with its own format's
+//! reader, and search for the traces of one or many subjects.
+//!
+//! "A file that can't be read can't be proven clean": a file is either [`FileStatus::Read`]
+//! to the end, or [`FileStatus::Unreadable`] with a reason. Malformed input never panics in
+//! this crate's code; third-party readers are additionally run under `catch_unwind`, so a
+//! panic inside them makes the file unreadable instead of ending the scan.
+//!
+//! What is searched (see [`dispatch`] for how a reader is chosen, and each format module):
+//! Parquet (values, footer statistics, page index, bloom filters, delete files), Avro
+//! (Iceberg manifests with typed bounds and partition values, manifest lists, generic Avro),
+//! JSON documents and JSON lines, Puffin blobs, CSV, gzip (inner content by name/magic),
+//! plain text; Hadoop `.crc` files are read and hold nothing; the file's own path relative to
+//! its root is searched too ([`Place::Path`]).
+//!
+//! Cost does not grow with the number of subjects: value prefixes of all subjects are one
+//! Aho-Corasick automaton and IDs are hash maps (see [`TraceSet`]).
+//!
+//! Does not: follow symbolic links (a link to a target outside the roots is reported
+//! unreadable; one inside is skipped, its target being scanned where it lies), read
+//! encrypted Parquet, search IDs as free text, or decode sketches.
+//!
+//! ```no_run
+//! use lethe_scan::*;
+//! let subjects = vec![SubjectTraces {
+//!     label: "req-1".into(),
+//!     ids: vec![IdTrace { column: "learner_id".into(), values: vec![IdValue::Int(3590)] }],
+//!     values: vec![ValueTrace { kind: "email".into(), value: "someone@example.org".into() }],
+//! }];
+//! let traces = TraceSet::new(&subjects, 15)?;
+//! let options = ScanOptions { roots: vec!["warehouse".into()], ..ScanOptions::default() };
+//! let report = scan(&traces, &options, &|p| eprintln!("{}/{}", p.files_done, p.files_total))?;
+//! assert!(report.is_clean());
+//! # Ok::<(), lethe_scan::Error>(())
+//! ```
+
+use std::collections::HashSet;
+use std::fs::File;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use serde::Serialize;
+
+pub mod dispatch;
+mod formats;
+mod report;
+mod traces;
+
+pub use report::{
+    FileFormat, FileReport, FileStatus, Hit, MAX_HITS_PER_FILE, Place, Progress, ScanReport,
+    TraceKind,
+};
+pub use traces::{IdTrace, IdValue, SubjectTraces, TraceSet, ValueTrace};
+
+use dispatch::Ctx;
+use report::Hits;
+
+/// Errors of a scan as a whole (a single file's problems are reported in its
+/// [`FileReport`], not here). Messages name paths and indices, never values.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The traces cannot be compiled (e.g. an empty value); names the subject/trace index.
+    #[error("invalid traces: {0}")]
+    InvalidTraces(String),
+    /// A scan root does not exist.
+    #[error("scan root {} does not exist", path.display())]
+    RootNotFound {
+        /// The root.
+        path: PathBuf,
+    },
+    /// A scan root cannot be inspected.
+    #[error("cannot read scan root {}: {source}", path.display())]
+    Root {
+        /// The root.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A broken invariant of this crate.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+/// `Result` with this crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What to scan and how.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ScanOptions {
+    /// Folders (or single files) scanned recursively. Each must exist.
+    pub roots: Vec<PathBuf>,
+    /// Path prefixes under which ID traces are expected (a table a legal exception keeps):
+    /// only identifying values are searched there.
+    pub values_only: Vec<PathBuf>,
+    /// Files to treat as delete files (their values are reported as [`Place::DeleteFile`]),
+    /// as paths the walk produces (root joined with the relative path) or canonical paths.
+    pub delete_files: HashSet<PathBuf>,
+    /// Worker threads; 0 (the default) means `std::thread::available_parallelism`.
+    pub threads: usize,
+}
+
+/// One file found by the walk.
+struct Entry {
+    path: PathBuf,
+    /// Path relative to its root (searched as [`Place::Path`]).
+    relative: String,
+    bytes: u64,
+    what: EntryKind,
+}
+
+enum EntryKind {
+    File,
+    /// A symbolic link; `outside` when its target is not under a root (or is dangling).
+    Symlink {
+        outside: bool,
+    },
+    /// A directory that could not be listed.
+    Unlistable(String),
+}
+
+/// Scan every file under `options.roots` for the traces in `traces`.
+///
+/// `progress` is called on the calling thread after each file. Errors only for a root that
+/// does not exist or cannot be inspected; problems with single files are in the report.
+pub fn scan(
+    traces: &TraceSet,
+    options: &ScanOptions,
+    progress: &dyn Fn(Progress),
+) -> Result<ScanReport> {
+    let started = Instant::now();
+    let entries = walk(&options.roots)?;
+    let files_total = entries.len() as u64;
+    let bytes_total: u64 = entries.iter().map(|e| e.bytes).sum();
+    let threads = match options.threads {
+        0 => std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1),
+        n => n,
+    }
+    .min(entries.len().max(1));
+
+    let canonical_deletes: HashSet<PathBuf> = options
+        .delete_files
+        .iter()
+        .filter_map(|p| std::fs::canonicalize(p).ok())
+        .collect();
+    let next = AtomicUsize::new(0);
+    let mut reports: Vec<Option<FileReport>> = (0..entries.len()).map(|_| None).collect();
+    let (tx, rx) = mpsc::channel::<(usize, FileReport)>();
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            let tx = tx.clone();
+            let (next, entries, canonical_deletes) = (&next, &entries, &canonical_deletes);
+            s.spawn(move || {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(entry) = entries.get(i) else { break };
+                    let report = scan_entry(traces, options, canonical_deletes, entry);
+                    if tx.send((i, report)).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(tx);
+        let mut done = Progress {
+            files_done: 0,
+            files_total,
+            bytes_done: 0,
+            bytes_total,
+        };
+        for (i, report) in rx {
+            done.files_done += 1;
+            done.bytes_done += entries.get(i).map_or(0, |e| e.bytes);
+            if let Some(slot) = reports.get_mut(i) {
+                *slot = Some(report);
+            }
+            progress(done);
+        }
+    });
+
+    let mut files = Vec::with_capacity(reports.len());
+    for (i, r) in reports.into_iter().enumerate() {
+        match r {
+            Some(r) => files.push(r),
+            None => {
+                return Err(Error::Internal(format!(
+                    "no report for file {i} of the walk"
+                )));
+            }
+        }
+    }
+    let mut report = ScanReport {
+        files,
+        files_read: 0,
+        bytes_read: 0,
+        unreadable: 0,
+        files_holding: 0,
+        hits: 0,
+        seconds: 0.0,
+    };
+    for f in &report.files {
+        if f.is_unreadable() {
+            report.unreadable += 1;
+        } else {
+            report.files_read += 1;
+            report.bytes_read += f.bytes;
+        }
+        if f.holds_traces() {
+            report.files_holding += 1;
+        }
+        report.hits += f.hits.len() as u64 + f.hits_omitted;
+    }
+    report.seconds = started.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+/// Scan one in-memory file named `name` (the name chooses the reader where the content has
+/// no magic, and is searched as [`Place::Path`]). For fuzzing and tests; never panics.
+pub fn scan_bytes(traces: &TraceSet, name: &str, bytes: &[u8], values_only: bool) -> FileReport {
+    let data = Bytes::copy_from_slice(bytes);
+    run_guarded(
+        traces,
+        Path::new(name),
+        name,
+        bytes.len() as u64,
+        values_only,
+        false,
+        |ctx| dispatch::scan_source(data, name, ctx, 0),
+    )
+}
+
+/// Run one file's reader with hit collection, redaction and a panic guard.
+fn run_guarded(
+    traces: &TraceSet,
+    path: &Path,
+    relative: &str,
+    bytes: u64,
+    values_only: bool,
+    marked_delete: bool,
+    read: impl FnOnce(&mut Ctx) -> Result<(), String>,
+) -> FileReport {
+    let mut ctx = Ctx {
+        hits: Hits::new(traces, values_only),
+        marked_delete,
+        format: FileFormat::Unknown,
+        gzip: false,
+    };
+    ctx.hits
+        .search(Place::Path, relative.as_bytes(), "path", &|| {
+            "file path".to_string()
+        });
+    let outcome = catch_unwind(AssertUnwindSafe(|| read(&mut ctx)));
+    let status = match outcome {
+        Ok(Ok(())) => FileStatus::Read,
+        Ok(Err(reason)) => FileStatus::Unreadable {
+            reason: traces.redact(&reason),
+        },
+        Err(_) => FileStatus::Unreadable {
+            reason: "the format's reader failed (panicked) on this file".into(),
+        },
+    };
+    let (hits, hits_omitted) = ctx.hits.finish();
+    FileReport {
+        path: path.to_path_buf(),
+        format: ctx.format,
+        gzip: ctx.gzip,
+        bytes,
+        status,
+        hits,
+        hits_omitted,
+    }
+}
+
+fn scan_entry(
+    traces: &TraceSet,
+    options: &ScanOptions,
+    canonical_deletes: &HashSet<PathBuf>,
+    e: &Entry,
+) -> FileReport {
+    let values_only = options.values_only.iter().any(|p| e.path.starts_with(p));
+    let unreadable = |format: FileFormat, reason: String| FileReport {
+        path: e.path.clone(),
+        format,
+        gzip: false,
+        bytes: e.bytes,
+        status: FileStatus::Unreadable { reason },
+        hits: Vec::new(),
+        hits_omitted: 0,
+    };
+    match &e.what {
+        EntryKind::Unlistable(reason) => return unreadable(FileFormat::Directory, reason.clone()),
+        EntryKind::Symlink { outside: true } => {
+            return unreadable(
+                FileFormat::Symlink,
+                "symbolic link to a target outside the scanned roots (or dangling): not followed"
+                    .into(),
+            );
+        }
+        EntryKind::Symlink { outside: false } => {
+            return FileReport {
+                path: e.path.clone(),
+                format: FileFormat::Symlink,
+                gzip: false,
+                bytes: 0,
+                status: FileStatus::Read,
+                hits: Vec::new(),
+                hits_omitted: 0,
+            };
+        }
+        EntryKind::File => {}
+    }
+    let marked_delete = !options.delete_files.is_empty()
+        && (options.delete_files.contains(&e.path)
+            || std::fs::canonicalize(&e.path).is_ok_and(|c| canonical_deletes.contains(&c)));
+    let name = e.path.to_string_lossy().into_owned();
+    run_guarded(
+        traces,
+        &e.path,
+        &e.relative,
+        e.bytes,
+        values_only,
+        marked_delete,
+        |ctx| {
+            let file = File::open(&e.path).map_err(|err| format!("cannot open: {err}"))?;
+            dispatch::scan_source(file, &name, ctx, 0)
+        },
+    )
+}
+
+/// Walk the roots: regular files, symlinks (not followed), unlistable directories. Sorted
+/// by path; a path under two roots is listed once.
+fn walk(roots: &[PathBuf]) -> Result<Vec<Entry>> {
+    let mut canonical_roots = Vec::new();
+    for root in roots {
+        match std::fs::symlink_metadata(root) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(Error::RootNotFound { path: root.clone() });
+            }
+            Err(source) => {
+                return Err(Error::Root {
+                    path: root.clone(),
+                    source,
+                });
+            }
+        }
+        let c = std::fs::canonicalize(root).map_err(|source| Error::Root {
+            path: root.clone(),
+            source,
+        })?;
+        canonical_roots.push(c);
+    }
+    let mut out = Vec::new();
+    let mut seen = HashSet::new();
+    for (root, canonical_root) in roots.iter().zip(&canonical_roots) {
+        // A root given as a symlink is followed once (the user named it).
+        let meta = std::fs::metadata(root).map_err(|source| Error::Root {
+            path: root.clone(),
+            source,
+        })?;
+        if !meta.is_dir() {
+            if seen.insert(canonical_root.clone()) {
+                let relative = root
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                out.push(Entry {
+                    path: root.clone(),
+                    relative,
+                    bytes: meta.len(),
+                    what: EntryKind::File,
+                });
+            }
+            continue;
+        }
+        let mut stack = vec![root.clone()];
+        while let Some(dir) = stack.pop() {
+            let listing =
+                std::fs::read_dir(&dir).and_then(|rd| rd.collect::<std::io::Result<Vec<_>>>());
+            let mut items = match listing {
+                Ok(items) => items,
+                Err(e) => {
+                    out.push(Entry {
+                        path: dir.clone(),
+                        relative: relative_to(&dir, root),
+                        bytes: 0,
+                        what: EntryKind::Unlistable(format!("cannot list directory: {e}")),
+                    });
+                    continue;
+                }
+            };
+            items.sort_by_key(|i| i.file_name());
+            for item in items {
+                let path = item.path();
+                let relative = relative_to(&path, root);
+                let ft = match item.file_type() {
+                    Ok(ft) => ft,
+                    Err(e) => {
+                        out.push(Entry {
+                            path,
+                            relative,
+                            bytes: 0,
+                            what: EntryKind::Unlistable(format!("cannot stat: {e}")),
+                        });
+                        continue;
+                    }
+                };
+                if ft.is_dir() {
+                    stack.push(path);
+                } else if ft.is_symlink() {
+                    let inside = std::fs::canonicalize(&path)
+                        .is_ok_and(|t| canonical_roots.iter().any(|r| t.starts_with(r)));
+                    out.push(Entry {
+                        path,
+                        relative,
+                        bytes: 0,
+                        what: EntryKind::Symlink { outside: !inside },
+                    });
+                } else {
+                    let key = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
+                    if seen.insert(key) {
+                        let bytes = item.metadata().map(|m| m.len()).unwrap_or(0);
+                        out.push(Entry {
+                            path,
+                            relative,
+                            bytes,
+                            what: EntryKind::File,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(out)
+}
+
+fn relative_to(path: &Path, root: &Path) -> String {
+    path.strip_prefix(root)
+        .unwrap_or(path)
+        .to_string_lossy()
+        .into_owned()
+}

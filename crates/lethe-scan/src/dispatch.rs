@@ -1,0 +1,283 @@
+//! Choosing a reader for a file: by magic bytes first, then by name, then by content.
+//!
+//! | magic / name | reader |
+//! |---|---|
+//! | `PAR1` | Parquet |
+//! | `Obj\x01` | Avro (Iceberg manifest / manifest list / generic) |
+//! | `PFA1` | Puffin |
+//! | `1f 8b` | gzip, then the inner content by the name without `.gz` and its own magic |
+//! | `crc\0` | Hadoop checksum: read, holds no values |
+//! | `*.csv` | CSV |
+//! | `*.jsonl`, `*.ndjson` | JSON lines |
+//! | `*.json`, or content starting with `{` | JSON document (several values: JSON lines) |
+//! | other text | text in chunks |
+//! | other binary | unreadable ("unrecognised binary format") |
+//!
+//! Formats that need random access (Parquet, Puffin, JSON documents) inside gzip are
+//! decompressed into memory up to [`MAX_IN_MEMORY`] bytes; others are streamed.
+
+use std::io::{Cursor, Read};
+
+use ::parquet::file::reader::ChunkReader;
+use bytes::Bytes;
+use flate2::read::MultiGzDecoder;
+
+use crate::formats::{avro, csv, json, parquet, puffin, text};
+use crate::report::{FileFormat, Hits, Place};
+
+/// Largest content read whole into memory (JSON documents, gzip'ed Parquet/Puffin).
+pub const MAX_IN_MEMORY: u64 = 512 << 20;
+/// Bytes looked at to tell text from binary.
+const SNIFF: u64 = 8192;
+/// Deepest gzip-in-gzip nesting followed.
+const MAX_GZIP_DEPTH: u32 = 3;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Parquet,
+    Avro,
+    Puffin,
+    Gzip,
+    Crc,
+    Csv,
+    JsonLines,
+    JsonDoc,
+    Text,
+    Empty,
+    Binary,
+}
+
+fn lower_name(name: &str) -> String {
+    name.rsplit(['/', '\\'])
+        .next()
+        .unwrap_or(name)
+        .to_ascii_lowercase()
+}
+
+/// The name of the content inside a gzip file: `x.csv.gz` -> `x.csv`,
+/// `v3.gz.metadata.json` -> `v3.metadata.json`.
+fn inner_name(name: &str) -> String {
+    if let Some(n) = name.strip_suffix(".gz") {
+        n.to_string()
+    } else if let Some(i) = name.rfind(".gz.") {
+        format!("{}{}", &name[..i], &name[i + 3..])
+    } else {
+        name.to_string()
+    }
+}
+
+fn sniff(head: &[u8], name: &str) -> Kind {
+    let n = lower_name(name);
+    if head.is_empty() {
+        return Kind::Empty;
+    }
+    if head.starts_with(b"PAR1") {
+        return Kind::Parquet;
+    }
+    if head.starts_with(b"Obj\x01") {
+        return Kind::Avro;
+    }
+    if head.starts_with(b"PFA1") {
+        return Kind::Puffin;
+    }
+    if head.starts_with(&[0x1f, 0x8b]) {
+        return Kind::Gzip;
+    }
+    if head.starts_with(b"crc\0") {
+        return Kind::Crc;
+    }
+    if n.ends_with(".csv") {
+        return Kind::Csv;
+    }
+    if n.ends_with(".jsonl") || n.ends_with(".ndjson") {
+        return Kind::JsonLines;
+    }
+    let body = head.strip_prefix(b"\xef\xbb\xbf").unwrap_or(head);
+    let first = body.iter().find(|b| !b.is_ascii_whitespace());
+    if n.ends_with(".json") || first == Some(&b'{') {
+        return Kind::JsonDoc;
+    }
+    if text::looks_like_text(head) {
+        return Kind::Text;
+    }
+    Kind::Binary
+}
+
+/// Per-file scanning state.
+pub(crate) struct Ctx<'t> {
+    pub hits: Hits<'t>,
+    pub marked_delete: bool,
+    pub format: FileFormat,
+    pub gzip: bool,
+}
+
+/// Scan a random-access source.
+pub(crate) fn scan_source<R: ChunkReader + 'static>(
+    src: R,
+    name: &str,
+    ctx: &mut Ctx,
+    depth: u32,
+) -> Result<(), String> {
+    let len = src.len();
+    let head = src
+        .get_bytes(0, len.min(SNIFF) as usize)
+        .map_err(|e| format!("read error: {e}"))?;
+    let kind = sniff(&head, name);
+    match kind {
+        Kind::Parquet => {
+            ctx.format = FileFormat::Parquet;
+            parquet::scan_parquet(src, &mut ctx.hits, ctx.marked_delete)
+        }
+        Kind::Puffin => {
+            ctx.format = FileFormat::Puffin;
+            puffin::scan_puffin(&src, &mut ctx.hits)
+        }
+        Kind::JsonDoc => {
+            ctx.format = FileFormat::Json;
+            if len > MAX_IN_MEMORY {
+                return Err(format!(
+                    "JSON document of {len} bytes is larger than {MAX_IN_MEMORY}"
+                ));
+            }
+            let all = src
+                .get_bytes(0, len as usize)
+                .map_err(|e| format!("read error: {e}"))?;
+            json_document(&all, ctx)
+        }
+        _ => {
+            let mut r = src.get_read(0).map_err(|e| format!("read error: {e}"))?;
+            scan_stream(kind, &mut r, name, ctx, depth)
+        }
+    }
+}
+
+fn json_document(all: &[u8], ctx: &mut Ctx) -> Result<(), String> {
+    match json::scan_document(all, &mut ctx.hits, Place::MetadataJson)? {
+        json::Doc::Done => Ok(()),
+        json::Doc::Lines => {
+            // Hits of a first, partial attempt are impossible: the parse failed before any
+            // walk. Read as JSON lines.
+            ctx.format = FileFormat::JsonLines;
+            json::scan_lines(&mut Cursor::new(all), &mut ctx.hits, Place::JsonLine)
+        }
+    }
+}
+
+/// Scan a sequential stream whose kind is known.
+fn scan_stream(
+    kind: Kind,
+    r: &mut dyn Read,
+    name: &str,
+    ctx: &mut Ctx,
+    depth: u32,
+) -> Result<(), String> {
+    match kind {
+        Kind::Empty => {
+            ctx.format = FileFormat::Text;
+            Ok(())
+        }
+        Kind::Crc => {
+            ctx.format = FileFormat::Crc;
+            std::io::copy(r, &mut std::io::sink()).map_err(|e| format!("read error: {e}"))?;
+            Ok(())
+        }
+        Kind::Avro => {
+            ctx.format = FileFormat::Avro;
+            avro::scan_avro(r, &mut ctx.hits, &mut ctx.format)
+        }
+        Kind::Csv => {
+            ctx.format = FileFormat::Csv;
+            csv::scan_csv(r, &mut ctx.hits)
+        }
+        Kind::JsonLines => {
+            ctx.format = FileFormat::JsonLines;
+            json::scan_lines(r, &mut ctx.hits, Place::JsonLine)
+        }
+        Kind::Text => {
+            ctx.format = FileFormat::Text;
+            text::scan_text(r, &mut ctx.hits, Place::Text, "", text::Position::Line)
+                .map_err(|e| format!("read error: {e}"))
+        }
+        Kind::Gzip => {
+            ctx.gzip = true;
+            if depth >= MAX_GZIP_DEPTH {
+                return Err(format!("gzip nested more than {MAX_GZIP_DEPTH} deep"));
+            }
+            scan_gzip(r, &inner_name(name), ctx, depth + 1)
+        }
+        Kind::Binary => {
+            ctx.format = FileFormat::Unknown;
+            Err("unrecognised binary format".into())
+        }
+        Kind::Parquet | Kind::Puffin | Kind::JsonDoc => {
+            // Needs random access: read into memory (bounded).
+            let mut all = Vec::new();
+            r.take(MAX_IN_MEMORY + 1)
+                .read_to_end(&mut all)
+                .map_err(|e| format!("read error: {e}"))?;
+            if all.len() as u64 > MAX_IN_MEMORY {
+                ctx.format = match kind {
+                    Kind::Parquet => FileFormat::Parquet,
+                    Kind::Puffin => FileFormat::Puffin,
+                    _ => FileFormat::Json,
+                };
+                return Err(format!(
+                    "content larger than {MAX_IN_MEMORY} bytes cannot be read in memory"
+                ));
+            }
+            scan_source(Bytes::from(all), name, ctx, depth)
+        }
+    }
+}
+
+fn scan_gzip(r: &mut dyn Read, inner: &str, ctx: &mut Ctx, depth: u32) -> Result<(), String> {
+    let mut decoder = MultiGzDecoder::new(r);
+    let mut head = Vec::new();
+    (&mut decoder)
+        .take(SNIFF)
+        .read_to_end(&mut head)
+        .map_err(|e| format!("gzip: {e}"))?;
+    let kind = sniff(&head, inner);
+    ctx.format = FileFormat::Unknown;
+    let mut stream = GzErrors(Cursor::new(head).chain(decoder));
+    scan_stream(kind, &mut stream, inner, ctx, depth)
+}
+
+/// Labels read errors of the decompressed stream as gzip errors.
+struct GzErrors<R>(R);
+
+impl<R: Read> Read for GzErrors<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.0
+            .read(buf)
+            .map_err(|e| std::io::Error::new(e.kind(), format!("gzip: {e}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_inside_gzip() {
+        assert_eq!(inner_name("a/x.csv.gz"), "a/x.csv");
+        assert_eq!(inner_name("v3.gz.metadata.json"), "v3.metadata.json");
+        assert_eq!(inner_name("blob"), "blob");
+    }
+
+    #[test]
+    fn sniffing() {
+        assert_eq!(sniff(b"PAR1xxxx", "a.txt"), Kind::Parquet);
+        assert_eq!(sniff(b"Obj\x01", "a"), Kind::Avro);
+        assert_eq!(sniff(b"PFA1", "a"), Kind::Puffin);
+        assert_eq!(sniff(&[0x1f, 0x8b, 8], "a"), Kind::Gzip);
+        assert_eq!(sniff(b"crc\0abcd", "a.crc"), Kind::Crc);
+        assert_eq!(sniff(b"a,b\n1,2", "X.CSV"), Kind::Csv);
+        assert_eq!(sniff(b"{}", "x.ndjson"), Kind::JsonLines);
+        assert_eq!(sniff(b"  {\"a\":1}", "noext"), Kind::JsonDoc);
+        assert_eq!(sniff(b"[1]", "a.json"), Kind::JsonDoc);
+        assert_eq!(sniff(b"[INFO] started", "app.log"), Kind::Text);
+        assert_eq!(sniff(b"\x00\x01\x02\x03", "a.bin"), Kind::Binary);
+        assert_eq!(sniff(b"", "a.parquet"), Kind::Empty);
+    }
+}

@@ -1,0 +1,10 @@
+//! One reader per file format. Each `scan_*` reads its whole input, records hits, and
+//! returns `Err(reason)` when the input cannot be read completely (the reason names
+//! positions, never values; the caller still redacts it).
+
+pub(crate) mod avro;
+pub(crate) mod csv;
+pub(crate) mod json;
+pub(crate) mod parquet;
+pub(crate) mod puffin;
+pub(crate) mod text;

@@ -1,0 +1,553 @@
+//! Parquet files: data values, footer statistics, page index and bloom filters.
+//!
+//! Guarantees:
+//! - every value of every column, nested (struct/list/map) included, is read through
+//!   arrow-rs in batches of [`BATCH_ROWS`] rows (memory bounded by a batch); string and
+//!   binary values (plain, large, view, fixed-size, dictionary-encoded) are searched for
+//!   value prefixes; integer columns are compared with the integer IDs of the column of the
+//!   same leaf name (case-insensitive), string columns with the text IDs (and integer IDs in
+//!   decimal) -> `DataValue` (or `DeleteFile`, see below);
+//! - every row group's column-chunk statistics (min/max) -> `FooterStatistic`: exact ID
+//!   equality for ID columns, prefix search for byte arrays;
+//! - the page index (column index min/max per page) likewise -> `PageIndex`;
+//! - bloom filters of ID columns are probed with the IDs (i32, i64 or byte array per the
+//!   physical type) -> `BloomFilter` (a bloom filter says "maybe": a hit can be a false
+//!   positive; a miss is certain);
+//! - position delete files (top-level field ids 2147483546 `file_path` and 2147483545 `pos`),
+//!   files whose key-value metadata says `delete-type`, and files the caller marks as delete
+//!   files report their values as `DeleteFile`.
+//!
+//! Does not: decrypt encrypted Parquet (reported unreadable), compare float/decimal columns.
+
+use arrow::array::{Array, AsArray};
+use arrow::datatypes::{
+    DataType, Int8Type, Int16Type, Int32Type, Int64Type, UInt8Type, UInt16Type, UInt32Type,
+    UInt64Type,
+};
+use parquet::arrow::arrow_reader::{ArrowReaderOptions, ParquetRecordBatchReaderBuilder};
+use parquet::basic::Type as PhysicalType;
+use parquet::file::metadata::PageIndexPolicy;
+use parquet::file::page_index::column_index::ColumnIndexMetaData;
+use parquet::file::reader::ChunkReader;
+
+use crate::report::{Hits, Place};
+use crate::traces::IdColumn;
+
+/// Rows per record batch.
+pub(crate) const BATCH_ROWS: usize = 1024;
+const FIELD_ID_FILE_PATH: i32 = 2_147_483_546;
+const FIELD_ID_POS: i32 = 2_147_483_545;
+const MAX_DEPTH: usize = 200;
+
+/// Names parquet/arrow give to the inner levels of lists and maps: ID matching uses the
+/// nearest real column name above them.
+const INNER: &[&str] = &[
+    "element",
+    "item",
+    "list",
+    "array",
+    "bag",
+    "key_value",
+    "entries",
+    "map",
+];
+
+/// The name used for ID matching of a column path.
+fn id_name(parts: &[String]) -> &str {
+    let mut i = parts.len();
+    while i > 0 {
+        let p = parts[i - 1].as_str();
+        let inner_kv = (p == "key" || p == "value")
+            && i >= 2
+            && matches!(parts[i - 2].as_str(), "key_value" | "entries" | "map");
+        if INNER.contains(&p) || inner_kv {
+            i -= 1;
+            continue;
+        }
+        return p;
+    }
+    parts.last().map(String::as_str).unwrap_or("")
+}
+
+/// Read a Parquet file.
+pub(crate) fn scan_parquet<R: ChunkReader + 'static>(
+    src: R,
+    hits: &mut Hits,
+    marked_delete: bool,
+) -> Result<(), String> {
+    let len = src.len();
+    let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
+    let builder = ParquetRecordBatchReaderBuilder::try_new_with_options(src, options)
+        .map_err(|e| format!("footer: {e}"))?;
+    let md = builder.metadata().clone();
+    let schema = md.file_metadata().schema_descr_ptr();
+
+    let ids: Vec<i32> = schema
+        .root_schema()
+        .get_fields()
+        .iter()
+        .filter(|f| f.get_basic_info().has_id())
+        .map(|f| f.get_basic_info().id())
+        .collect();
+    let position_delete = ids.contains(&FIELD_ID_FILE_PATH) && ids.contains(&FIELD_ID_POS);
+    let kv_delete = md
+        .file_metadata()
+        .key_value_metadata()
+        .is_some_and(|kv| kv.iter().any(|e| e.key == "delete-type"));
+    let data_place = if marked_delete || position_delete || kv_delete {
+        Place::DeleteFile
+    } else {
+        Place::DataValue
+    };
+
+    // Footer statistics and bloom filters.
+    for (rg_i, rg) in md.row_groups().iter().enumerate() {
+        for (c, cc) in rg.columns().iter().enumerate() {
+            let descr = cc.column_descr();
+            let path = descr.path().string();
+            let col = hits.traces.id_column(id_name(descr.path().parts()));
+            let physical = descr.physical_type();
+            if let Some(stats) = cc.statistics() {
+                for (which, v) in [
+                    ("min", stats.min_bytes_opt()),
+                    ("max", stats.max_bytes_opt()),
+                ] {
+                    let Some(v) = v else { continue };
+                    let group = format!("column `{path}`, row group {rg_i}, {which}");
+                    stat_value(hits, Place::FooterStatistic, physical, col, v, &group);
+                }
+            }
+            if let Some(col) = col
+                && !hits.values_only
+            {
+                let (offset, length) = (cc.bloom_filter_offset(), cc.bloom_filter_length());
+                let Some(offset) = offset else { continue };
+                let ok = u64::try_from(offset)
+                    .ok()
+                    .filter(|&o| o < len)
+                    .is_some_and(|o| match length {
+                        Some(l) => l > 0 && o.checked_add(l as u64).is_some_and(|end| end <= len),
+                        None => o.checked_add(20).is_some_and(|end| end <= len),
+                    });
+                if !ok {
+                    return Err(format!(
+                        "column `{path}`, row group {rg_i}: bloom filter range is outside the file"
+                    ));
+                }
+                let sbbf = builder
+                    .get_row_group_column_bloom_filter(rg_i, c)
+                    .map_err(|e| format!("column `{path}`, row group {rg_i}: bloom filter: {e}"))?;
+                let Some(sbbf) = sbbf else { continue };
+                if sbbf.num_blocks() == 0 {
+                    return Err(format!(
+                        "column `{path}`, row group {rg_i}: empty bloom filter"
+                    ));
+                }
+                let group = format!("column `{path}`, row group {rg_i}");
+                let mut owners = Vec::new();
+                match physical {
+                    PhysicalType::INT32 => {
+                        for (v, o) in col.ints() {
+                            if let Ok(v) = i32::try_from(v)
+                                && sbbf.check(&v)
+                            {
+                                owners.extend_from_slice(o);
+                            }
+                        }
+                    }
+                    PhysicalType::INT64 => {
+                        for (v, o) in col.ints() {
+                            if sbbf.check(&v) {
+                                owners.extend_from_slice(o);
+                            }
+                        }
+                    }
+                    PhysicalType::BYTE_ARRAY | PhysicalType::FIXED_LEN_BYTE_ARRAY => {
+                        for (v, o) in col.texts() {
+                            if sbbf.check(v.as_bytes()) {
+                                owners.extend_from_slice(o);
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+                hits.ids(Place::BloomFilter, &owners, &group, &|| group.clone());
+            }
+        }
+    }
+
+    // Page index (column index).
+    if let Some(index) = md.column_index() {
+        for (rg_i, columns) in index.iter().enumerate() {
+            let Some(rg) = md.row_groups().get(rg_i) else {
+                break;
+            };
+            for (c, ci) in columns.iter().enumerate() {
+                let Some(cc) = rg.columns().get(c) else { break };
+                let descr = cc.column_descr();
+                let path = descr.path().string();
+                let col = hits.traces.id_column(id_name(descr.path().parts()));
+                let physical = descr.physical_type();
+                let pages = page_bounds(ci);
+                for (page, min, max) in pages {
+                    for (which, v) in [("min", min), ("max", max)] {
+                        let Some(v) = v else { continue };
+                        let group =
+                            format!("column `{path}`, row group {rg_i}, page {page}, {which}");
+                        stat_value(hits, Place::PageIndex, physical, col, &v, &group);
+                    }
+                }
+            }
+        }
+    }
+
+    // Data values.
+    let reader = builder
+        .with_batch_size(BATCH_ROWS)
+        .build()
+        .map_err(|e| format!("cannot read data: {e}"))?;
+    let mut row = 0u64;
+    for batch in reader {
+        let batch = batch.map_err(|e| format!("data after row {row}: {e}"))?;
+        let schema = batch.schema();
+        for (i, field) in schema.fields().iter().enumerate() {
+            let mut w = DataWalk {
+                hits,
+                place: data_place,
+                first_row: row,
+                rows: batch.num_rows() as u64,
+            };
+            w.walk(
+                batch.column(i).as_ref(),
+                field.name(),
+                field.name(),
+                true,
+                0,
+            )?;
+        }
+        row += batch.num_rows() as u64;
+    }
+    Ok(())
+}
+
+/// One page's (page number, min, max), plain-encoded.
+type PageBounds = (usize, Option<Vec<u8>>, Option<Vec<u8>>);
+
+/// Per page: (page number, min, max) as plain-encoded bytes.
+fn page_bounds(ci: &ColumnIndexMetaData) -> Vec<PageBounds> {
+    fn prim<T: Copy>(
+        min: impl Iterator<Item = Option<T>>,
+        max: impl Iterator<Item = Option<T>>,
+        enc: impl Fn(T) -> Vec<u8>,
+    ) -> Vec<PageBounds> {
+        min.zip(max)
+            .enumerate()
+            .map(|(i, (a, b))| (i, a.map(&enc), b.map(&enc)))
+            .collect()
+    }
+    match ci {
+        ColumnIndexMetaData::INT32(x) => prim(
+            x.min_values_iter().map(|v| v.copied()),
+            x.max_values_iter().map(|v| v.copied()),
+            |v: i32| v.to_le_bytes().to_vec(),
+        ),
+        ColumnIndexMetaData::INT64(x) => prim(
+            x.min_values_iter().map(|v| v.copied()),
+            x.max_values_iter().map(|v| v.copied()),
+            |v: i64| v.to_le_bytes().to_vec(),
+        ),
+        ColumnIndexMetaData::BYTE_ARRAY(x) | ColumnIndexMetaData::FIXED_LEN_BYTE_ARRAY(x) => x
+            .min_values_iter()
+            .zip(x.max_values_iter())
+            .enumerate()
+            .map(|(i, (a, b))| (i, a.map(<[u8]>::to_vec), b.map(<[u8]>::to_vec)))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// A statistic (plain-encoded): IDs compared exactly per physical type, byte arrays searched.
+fn stat_value(
+    hits: &mut Hits,
+    place: Place,
+    physical: PhysicalType,
+    col: Option<&IdColumn>,
+    v: &[u8],
+    group: &str,
+) {
+    let detail = || group.to_string();
+    match physical {
+        PhysicalType::INT32 => {
+            if let (Some(col), Ok(a)) = (col, <[u8; 4]>::try_from(v)) {
+                let owners = col.int(i64::from(i32::from_le_bytes(a))).to_vec();
+                hits.ids(place, &owners, group, &detail);
+            }
+        }
+        PhysicalType::INT64 => {
+            if let (Some(col), Ok(a)) = (col, <[u8; 8]>::try_from(v)) {
+                let owners = col.int(i64::from_le_bytes(a)).to_vec();
+                hits.ids(place, &owners, group, &detail);
+            }
+        }
+        PhysicalType::BYTE_ARRAY | PhysicalType::FIXED_LEN_BYTE_ARRAY => {
+            hits.search(place, v, group, &detail);
+            if let Some(col) = col {
+                let owners = col.bytes(v).to_vec();
+                hits.ids(place, &owners, group, &detail);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn detail(path: &str, top: bool, i: usize, first_row: u64, rows: u64) -> String {
+    if top {
+        format!("column `{path}`, first at row {}", first_row + i as u64)
+    } else {
+        format!(
+            "column `{path}`, first in rows {}-{}",
+            first_row,
+            (first_row + rows).saturating_sub(1)
+        )
+    }
+}
+
+struct DataWalk<'h, 't> {
+    hits: &'h mut Hits<'t>,
+    place: Place,
+    first_row: u64,
+    rows: u64,
+}
+
+impl DataWalk<'_, '_> {
+    fn detail(&self, path: &str, top: bool, i: usize) -> String {
+        detail(path, top, i, self.first_row, self.rows)
+    }
+
+    fn text<'a>(
+        &mut self,
+        path: &str,
+        name: &str,
+        top: bool,
+        values: impl Iterator<Item = (usize, &'a [u8])>,
+    ) {
+        let traces = self.hits.traces;
+        let col = traces.id_column(name);
+        let group = format!("column `{path}`");
+        let (first_row, rows) = (self.first_row, self.rows);
+        for (i, v) in values {
+            let mut found = Vec::new();
+            traces.search(v, |o| found.push(o));
+            for o in found {
+                self.hits.value(self.place, o, &group, &|| {
+                    detail(path, top, i, first_row, rows)
+                });
+            }
+            if let Some(col) = col
+                && !self.hits.values_only
+            {
+                let owners = col.bytes(v);
+                if !owners.is_empty() {
+                    self.hits.ids(self.place, owners, &group, &|| {
+                        detail(path, top, i, first_row, rows)
+                    });
+                }
+            }
+        }
+    }
+
+    fn ints(
+        &mut self,
+        path: &str,
+        name: &str,
+        top: bool,
+        values: impl Iterator<Item = (usize, i64)>,
+    ) {
+        if self.hits.values_only {
+            return;
+        }
+        let traces = self.hits.traces;
+        let Some(col) = traces.id_column(name) else {
+            return;
+        };
+        let group = format!("column `{path}`");
+        for (i, v) in values {
+            let owners = col.int(v);
+            if !owners.is_empty() {
+                let d = self.detail(path, top, i);
+                self.hits.ids(self.place, owners, &group, &|| d.clone());
+            }
+        }
+    }
+
+    fn walk(
+        &mut self,
+        a: &dyn Array,
+        name: &str,
+        path: &str,
+        top: bool,
+        depth: usize,
+    ) -> Result<(), String> {
+        if depth > MAX_DEPTH {
+            return Err(format!("column `{path}` nests deeper than {MAX_DEPTH}"));
+        }
+        macro_rules! ints {
+            ($t:ty) => {{
+                if let Some(p) = a.as_primitive_opt::<$t>() {
+                    self.ints(
+                        path,
+                        name,
+                        top,
+                        p.iter().enumerate().filter_map(|(i, v)| {
+                            v.and_then(|v| i64::try_from(v).ok()).map(|v| (i, v))
+                        }),
+                    );
+                }
+            }};
+        }
+        match a.data_type() {
+            DataType::Utf8 => {
+                if let Some(s) = a.as_string_opt::<i32>() {
+                    self.text(
+                        path,
+                        name,
+                        top,
+                        s.iter()
+                            .enumerate()
+                            .filter_map(|(i, v)| v.map(|v| (i, v.as_bytes()))),
+                    );
+                }
+            }
+            DataType::LargeUtf8 => {
+                if let Some(s) = a.as_string_opt::<i64>() {
+                    self.text(
+                        path,
+                        name,
+                        top,
+                        s.iter()
+                            .enumerate()
+                            .filter_map(|(i, v)| v.map(|v| (i, v.as_bytes()))),
+                    );
+                }
+            }
+            DataType::Utf8View => {
+                if let Some(s) = a.as_string_view_opt() {
+                    self.text(
+                        path,
+                        name,
+                        top,
+                        s.iter()
+                            .enumerate()
+                            .filter_map(|(i, v)| v.map(|v| (i, v.as_bytes()))),
+                    );
+                }
+            }
+            DataType::Binary => {
+                if let Some(s) = a.as_binary_opt::<i32>() {
+                    self.text(
+                        path,
+                        name,
+                        top,
+                        s.iter().enumerate().filter_map(|(i, v)| v.map(|v| (i, v))),
+                    );
+                }
+            }
+            DataType::LargeBinary => {
+                if let Some(s) = a.as_binary_opt::<i64>() {
+                    self.text(
+                        path,
+                        name,
+                        top,
+                        s.iter().enumerate().filter_map(|(i, v)| v.map(|v| (i, v))),
+                    );
+                }
+            }
+            DataType::BinaryView => {
+                if let Some(s) = a.as_binary_view_opt() {
+                    self.text(
+                        path,
+                        name,
+                        top,
+                        s.iter().enumerate().filter_map(|(i, v)| v.map(|v| (i, v))),
+                    );
+                }
+            }
+            DataType::FixedSizeBinary(_) => {
+                if let Some(s) = a.as_fixed_size_binary_opt() {
+                    self.text(
+                        path,
+                        name,
+                        top,
+                        s.iter().enumerate().filter_map(|(i, v)| v.map(|v| (i, v))),
+                    );
+                }
+            }
+            DataType::Int8 => ints!(Int8Type),
+            DataType::Int16 => ints!(Int16Type),
+            DataType::Int32 => ints!(Int32Type),
+            DataType::Int64 => ints!(Int64Type),
+            DataType::UInt8 => ints!(UInt8Type),
+            DataType::UInt16 => ints!(UInt16Type),
+            DataType::UInt32 => ints!(UInt32Type),
+            DataType::UInt64 => ints!(UInt64Type),
+            DataType::Dictionary(_, _) => {
+                if let Some(d) = a.as_any_dictionary_opt() {
+                    self.walk(d.values().as_ref(), name, path, false, depth + 1)?;
+                }
+            }
+            DataType::Struct(fields) => {
+                if let Some(s) = a.as_struct_opt() {
+                    for (f, child) in fields.iter().zip(s.columns()) {
+                        let p = format!("{path}.{}", f.name());
+                        self.walk(child.as_ref(), f.name(), &p, top, depth + 1)?;
+                    }
+                }
+            }
+            DataType::List(_) => {
+                if let Some(l) = a.as_list_opt::<i32>() {
+                    self.walk(l.values().as_ref(), name, path, false, depth + 1)?;
+                }
+            }
+            DataType::LargeList(_) => {
+                if let Some(l) = a.as_list_opt::<i64>() {
+                    self.walk(l.values().as_ref(), name, path, false, depth + 1)?;
+                }
+            }
+            DataType::ListView(_) => {
+                if let Some(l) = a.as_list_view_opt::<i32>() {
+                    self.walk(l.values().as_ref(), name, path, false, depth + 1)?;
+                }
+            }
+            DataType::LargeListView(_) => {
+                if let Some(l) = a.as_list_view_opt::<i64>() {
+                    self.walk(l.values().as_ref(), name, path, false, depth + 1)?;
+                }
+            }
+            DataType::FixedSizeList(_, _) => {
+                if let Some(l) = a.as_fixed_size_list_opt() {
+                    self.walk(l.values().as_ref(), name, path, false, depth + 1)?;
+                }
+            }
+            DataType::Map(_, _) => {
+                if let Some(m) = a.as_map_opt() {
+                    self.walk(
+                        m.keys().as_ref(),
+                        name,
+                        &format!("{path}.key"),
+                        false,
+                        depth + 1,
+                    )?;
+                    self.walk(
+                        m.values().as_ref(),
+                        name,
+                        &format!("{path}.value"),
+                        false,
+                        depth + 1,
+                    )?;
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,599 @@
+//! Traces: what is searched for, compiled once into a multi-pattern matcher.
+//!
+//! Guarantees:
+//! - Identifying values are searched by their first `prefix_len` code points, lowercased
+//!   (char by char), as a substring of every haystack, case-insensitively. Values shorter
+//!   than `prefix_len` are searched whole.
+//! - All subjects' value prefixes live in ONE Aho-Corasick automaton searched with
+//!   overlapping semantics, and all IDs in hash maps keyed by column, so the cost of a
+//!   search does not grow with the number of subjects (only with the number of hits).
+//! - Every match names the subject (its index in the list given to [`TraceSet::new`]).
+//! - Nothing in this module prints a value: `Debug` of [`TraceSet`], [`SubjectTraces`],
+//!   [`IdValue`] and [`ValueTrace`] shows counts and labels only.
+//!
+//! Does not:
+//! - search ID traces as free text (an ID like `3590` would be everywhere); IDs are matched
+//!   only where a column/field/key name says what a value is.
+//! - apply Unicode case folding beyond `char::to_lowercase` (no NFC/NFKC normalisation).
+
+use std::collections::HashMap;
+use std::fmt;
+
+use aho_corasick::{AhoCorasick, MatchKind};
+use serde::Deserialize;
+
+use crate::{Error, Result};
+
+/// Everything searched for one subject (one person).
+#[derive(Clone, Default, Deserialize)]
+pub struct SubjectTraces {
+    /// A label for the subject (e.g. a request ID). Never printed by `Debug`.
+    pub label: String,
+    /// Identifier values, by the column that holds them.
+    pub ids: Vec<IdTrace>,
+    /// Identifying values (email, phone, name...), searched by prefix.
+    pub values: Vec<ValueTrace>,
+}
+
+impl fmt::Debug for SubjectTraces {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SubjectTraces")
+            .field("ids", &self.ids)
+            .field("values", &self.values)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The exact values of one identifier column that address the subject.
+#[derive(Clone, Default, Deserialize)]
+pub struct IdTrace {
+    /// Column (or field, or JSON key) name; matched case-insensitively against leaf names.
+    pub column: String,
+    /// The subject's values in that column.
+    pub values: Vec<IdValue>,
+}
+
+impl fmt::Debug for IdTrace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "IdTrace {{ column: {:?}, values: {} }}",
+            self.column,
+            self.values.len()
+        )
+    }
+}
+
+/// One identifier value.
+#[derive(Clone, PartialEq, Eq, Hash, Deserialize)]
+#[serde(untagged)]
+pub enum IdValue {
+    /// An integer ID (compared with integer columns, and in decimal with string columns).
+    Int(i64),
+    /// A string ID (compared exactly; also with integer columns when it is a canonical integer).
+    Text(String),
+}
+
+impl fmt::Debug for IdValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            IdValue::Int(_) => f.write_str("Int(<redacted>)"),
+            IdValue::Text(_) => f.write_str("Text(<redacted>)"),
+        }
+    }
+}
+
+/// One identifying value and the kind of value it is (usually the column it came from).
+#[derive(Clone, Deserialize)]
+pub struct ValueTrace {
+    /// Kind label, e.g. `email`; reported with each hit.
+    pub kind: String,
+    /// The value; only its first `prefix_len` code points are searched.
+    pub value: String,
+}
+
+impl fmt::Debug for ValueTrace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "ValueTrace {{ kind: {:?}, value: <redacted> }}",
+            self.kind
+        )
+    }
+}
+
+/// Who a matched value prefix belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ValueOwner {
+    pub subject: u32,
+    /// Index into [`TraceSet::kinds`].
+    pub kind: u32,
+}
+
+/// Who a matched ID belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct IdOwner {
+    pub subject: u32,
+    /// Index into [`TraceSet::id_columns`] (the column name as the trace spelled it).
+    pub column: u32,
+}
+
+/// The IDs expected in one column (all subjects).
+#[derive(Default)]
+pub(crate) struct IdColumn {
+    ints: HashMap<i64, Vec<IdOwner>>,
+    texts: HashMap<String, Vec<IdOwner>>,
+}
+
+impl IdColumn {
+    /// Owners of an integer value.
+    pub fn int(&self, v: i64) -> &[IdOwner] {
+        self.ints.get(&v).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    /// Owners of a string value (exact comparison).
+    pub fn text(&self, v: &str) -> &[IdOwner] {
+        self.texts.get(v).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    /// Owners of a byte-string value (exact comparison, must be UTF-8).
+    pub fn bytes(&self, v: &[u8]) -> &[IdOwner] {
+        match std::str::from_utf8(v) {
+            Ok(s) => self.text(s),
+            Err(_) => &[],
+        }
+    }
+
+    /// All integer IDs with owners.
+    pub fn ints(&self) -> impl Iterator<Item = (i64, &[IdOwner])> {
+        self.ints.iter().map(|(k, v)| (*k, v.as_slice()))
+    }
+
+    /// All text IDs with owners (includes integer IDs rendered in decimal).
+    pub fn texts(&self) -> impl Iterator<Item = (&str, &[IdOwner])> {
+        self.texts.iter().map(|(k, v)| (k.as_str(), v.as_slice()))
+    }
+}
+
+/// All subjects' traces compiled for searching. Build once with [`TraceSet::new`], share
+/// between threads (it is `Sync`).
+pub struct TraceSet {
+    subjects: usize,
+    prefix_len: usize,
+    kinds: Vec<String>,
+    id_columns: Vec<String>,
+    by_column: HashMap<String, IdColumn>,
+    automaton: Option<AhoCorasick>,
+    /// Per automaton pattern: the (subject, kind) pairs that produced it.
+    owners: Vec<Vec<ValueOwner>>,
+    max_pattern_bytes: usize,
+    id_count: usize,
+    value_count: usize,
+}
+
+impl fmt::Debug for TraceSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TraceSet")
+            .field("subjects", &self.subjects)
+            .field("prefix_len", &self.prefix_len)
+            .field("id_values", &self.id_count)
+            .field("id_columns", &self.by_column.len())
+            .field("value_traces", &self.value_count)
+            .field("patterns", &self.owners.len())
+            .finish()
+    }
+}
+
+/// Lowercase one character. Turkish dotted capital `İ` and dotless `ı` fold to `i` (plain
+/// `to_lowercase` would give `i` + U+0307 for `İ`, so `ÇELİK` would not match `Çelik`).
+fn fold(c: char) -> impl Iterator<Item = char> {
+    let c = if c == 'İ' || c == 'ı' { 'i' } else { c };
+    c.to_lowercase()
+}
+
+/// Lowercase char by char (the same function for patterns and haystacks).
+pub(crate) fn lower(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        out.extend(fold(c));
+    }
+    out
+}
+
+/// Lowercase raw bytes (invalid UTF-8 becomes U+FFFD) into `out`; when `map` is given it
+/// receives, for each byte of `out`, the offset of the raw byte it came from.
+pub(crate) fn lower_bytes(raw: &[u8], out: &mut String, mut map: Option<&mut Vec<usize>>) {
+    out.clear();
+    if let Some(m) = map.as_deref_mut() {
+        m.clear();
+    }
+    let mut base = 0usize;
+    for chunk in raw.utf8_chunks() {
+        let valid = chunk.valid();
+        for (i, c) in valid.char_indices() {
+            for lc in fold(c) {
+                out.push(lc);
+                if let Some(m) = map.as_deref_mut() {
+                    m.extend(std::iter::repeat_n(base + i, lc.len_utf8()));
+                }
+            }
+        }
+        base += valid.len();
+        let invalid = chunk.invalid();
+        if !invalid.is_empty() {
+            out.push(char::REPLACEMENT_CHARACTER);
+            if let Some(m) = map.as_deref_mut() {
+                m.extend(std::iter::repeat_n(
+                    base,
+                    char::REPLACEMENT_CHARACTER.len_utf8(),
+                ));
+            }
+            base += invalid.len();
+        }
+    }
+}
+
+impl TraceSet {
+    /// Compile the traces of `subjects` (a hit's `subject` is an index into this slice).
+    ///
+    /// `prefix_len` is the number of leading code points of each identifying value that is
+    /// searched: the truncation length of the table's metrics minus one (15 for Iceberg's
+    /// default `truncate(16)`, whose upper bounds have their last character raised).
+    ///
+    /// Errors (naming subject/trace indices, never values): `prefix_len == 0`, an empty
+    /// value, an empty column name, an empty text ID.
+    pub fn new(subjects: &[SubjectTraces], prefix_len: usize) -> Result<TraceSet> {
+        if prefix_len == 0 {
+            return Err(Error::InvalidTraces("prefix_len must be at least 1".into()));
+        }
+        let mut kinds: Vec<String> = Vec::new();
+        let mut kind_index: HashMap<String, u32> = HashMap::new();
+        let mut id_columns: Vec<String> = Vec::new();
+        let mut column_index: HashMap<String, u32> = HashMap::new();
+        let mut by_column: HashMap<String, IdColumn> = HashMap::new();
+        let mut patterns: Vec<String> = Vec::new();
+        let mut pattern_index: HashMap<String, usize> = HashMap::new();
+        let mut owners: Vec<Vec<ValueOwner>> = Vec::new();
+        let mut id_count = 0usize;
+        let mut value_count = 0usize;
+
+        for (s, subject) in subjects.iter().enumerate() {
+            let subject_no =
+                u32::try_from(s).map_err(|_| Error::InvalidTraces("too many subjects".into()))?;
+            for (t, trace) in subject.ids.iter().enumerate() {
+                if trace.column.trim().is_empty() {
+                    return Err(Error::InvalidTraces(format!(
+                        "subject {s}: ID trace {t} has an empty column name"
+                    )));
+                }
+                let column = *column_index.entry(trace.column.clone()).or_insert_with(|| {
+                    id_columns.push(trace.column.clone());
+                    (id_columns.len() - 1) as u32
+                });
+                let owner = IdOwner {
+                    subject: subject_no,
+                    column,
+                };
+                let entry = by_column.entry(trace.column.to_lowercase()).or_default();
+                for (v, value) in trace.values.iter().enumerate() {
+                    id_count += 1;
+                    match value {
+                        IdValue::Int(i) => {
+                            push_owner(entry.ints.entry(*i).or_default(), owner);
+                            push_owner(entry.texts.entry(i.to_string()).or_default(), owner);
+                        }
+                        IdValue::Text(text) => {
+                            if text.is_empty() {
+                                return Err(Error::InvalidTraces(format!(
+                                    "subject {s}: ID trace {t} value {v} is empty"
+                                )));
+                            }
+                            push_owner(entry.texts.entry(text.clone()).or_default(), owner);
+                            if let Ok(i) = text.parse::<i64>()
+                                && i.to_string() == *text
+                            {
+                                push_owner(entry.ints.entry(i).or_default(), owner);
+                            }
+                        }
+                    }
+                }
+            }
+            for (v, trace) in subject.values.iter().enumerate() {
+                if trace.value.is_empty() {
+                    return Err(Error::InvalidTraces(format!(
+                        "subject {s}: value trace {v} is empty"
+                    )));
+                }
+                value_count += 1;
+                let kind = *kind_index.entry(trace.kind.clone()).or_insert_with(|| {
+                    kinds.push(trace.kind.clone());
+                    (kinds.len() - 1) as u32
+                });
+                let prefix: String = trace.value.chars().take(prefix_len).collect();
+                let pattern = lower(&prefix);
+                let p = *pattern_index.entry(pattern.clone()).or_insert_with(|| {
+                    patterns.push(pattern);
+                    owners.push(Vec::new());
+                    owners.len() - 1
+                });
+                let owner = ValueOwner {
+                    subject: subject_no,
+                    kind,
+                };
+                if !owners[p].contains(&owner) {
+                    owners[p].push(owner);
+                }
+            }
+        }
+
+        let max_pattern_bytes = patterns.iter().map(String::len).max().unwrap_or(0);
+        let automaton = if patterns.is_empty() {
+            None
+        } else {
+            Some(
+                AhoCorasick::builder()
+                    .ascii_case_insensitive(true)
+                    .match_kind(MatchKind::Standard)
+                    .build(&patterns)
+                    .map_err(|e| Error::InvalidTraces(format!("cannot build the matcher: {e}")))?,
+            )
+        };
+        Ok(TraceSet {
+            subjects: subjects.len(),
+            prefix_len,
+            kinds,
+            id_columns,
+            by_column,
+            automaton,
+            owners,
+            max_pattern_bytes,
+            id_count,
+            value_count,
+        })
+    }
+
+    /// Number of subjects.
+    pub fn subject_count(&self) -> usize {
+        self.subjects
+    }
+
+    /// The prefix length the set was built with.
+    pub fn prefix_len(&self) -> usize {
+        self.prefix_len
+    }
+
+    /// Longest pattern, in bytes (after lowercasing).
+    pub(crate) fn max_pattern_bytes(&self) -> usize {
+        self.max_pattern_bytes
+    }
+
+    /// Kind label by index.
+    pub(crate) fn kind(&self, i: u32) -> &str {
+        self.kinds.get(i as usize).map(String::as_str).unwrap_or("")
+    }
+
+    /// ID column name (as spelled in the trace) by index.
+    pub(crate) fn id_column_name(&self, i: u32) -> &str {
+        self.id_columns
+            .get(i as usize)
+            .map(String::as_str)
+            .unwrap_or("")
+    }
+
+    /// The IDs expected in a column named `name` (case-insensitive).
+    pub(crate) fn id_column(&self, name: &str) -> Option<&IdColumn> {
+        if self.by_column.is_empty() {
+            return None;
+        }
+        if let Some(c) = self.by_column.get(name) {
+            return Some(c);
+        }
+        self.by_column.get(&name.to_lowercase())
+    }
+
+    /// Search value prefixes in `hay` (any bytes; UTF-8 text is lowercased, invalid
+    /// sequences are skipped over). Calls `f` once per occurrence per owner.
+    pub(crate) fn search(&self, hay: &[u8], mut f: impl FnMut(ValueOwner)) {
+        let Some(ac) = &self.automaton else { return };
+        if hay.is_ascii() {
+            for m in ac.find_overlapping_iter(hay) {
+                for o in &self.owners[m.pattern().as_usize()] {
+                    f(*o);
+                }
+            }
+        } else {
+            let mut low = String::new();
+            lower_bytes(hay, &mut low, None);
+            for m in ac.find_overlapping_iter(low.as_bytes()) {
+                for o in &self.owners[m.pattern().as_usize()] {
+                    f(*o);
+                }
+            }
+        }
+    }
+
+    /// Like [`Self::search`], also giving each occurrence's end offset in `hay` (raw bytes,
+    /// exclusive) and its start offset.
+    pub(crate) fn search_positions(&self, hay: &[u8], mut f: impl FnMut(ValueOwner, usize, usize)) {
+        let Some(ac) = &self.automaton else { return };
+        if hay.is_ascii() {
+            for m in ac.find_overlapping_iter(hay) {
+                for o in &self.owners[m.pattern().as_usize()] {
+                    f(*o, m.start(), m.end());
+                }
+            }
+        } else {
+            let mut low = String::new();
+            let mut map = Vec::new();
+            lower_bytes(hay, &mut low, Some(&mut map));
+            for m in ac.find_overlapping_iter(low.as_bytes()) {
+                let start = map.get(m.start()).copied().unwrap_or(0);
+                let end = m
+                    .end()
+                    .checked_sub(1)
+                    .and_then(|i| map.get(i))
+                    .map(|&i| i + 1)
+                    .unwrap_or(start);
+                for o in &self.owners[m.pattern().as_usize()] {
+                    f(*o, start, end);
+                }
+            }
+        }
+    }
+
+    /// True when `text` contains any value prefix or any ID (as text): used to withhold
+    /// third-party error messages that might quote data.
+    pub(crate) fn mentions_any(&self, text: &str) -> bool {
+        let mut found = false;
+        self.search(text.as_bytes(), |_| found = true);
+        if found {
+            return true;
+        }
+        self.by_column
+            .values()
+            .any(|c| c.texts.keys().any(|id| text.contains(id.as_str())))
+    }
+
+    /// Make a reader's error message safe to report: cut to 300 characters and withheld
+    /// entirely if it mentions a trace.
+    pub(crate) fn redact(&self, message: &str) -> String {
+        let cut: String = message.chars().take(300).collect();
+        if self.mentions_any(message) {
+            "the reader's message was withheld because it quotes a searched trace".to_string()
+        } else {
+            cut
+        }
+    }
+}
+
+fn push_owner(v: &mut Vec<IdOwner>, o: IdOwner) {
+    if !v.contains(&o) {
+        v.push(o);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn subject(email: &str, id: i64) -> SubjectTraces {
+        SubjectTraces {
+            label: "s".into(),
+            ids: vec![IdTrace {
+                column: "Learner_ID".into(),
+                values: vec![IdValue::Int(id)],
+            }],
+            values: vec![ValueTrace {
+                kind: "email".into(),
+                value: email.into(),
+            }],
+        }
+    }
+
+    fn owners_in(ts: &TraceSet, hay: &str) -> Vec<u32> {
+        let mut v = Vec::new();
+        ts.search(hay.as_bytes(), |o| v.push(o.subject));
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn prefix_is_searched_case_insensitively() {
+        let ts = TraceSet::new(&[subject("Alexa590@Post.Example", 3590)], 15).unwrap();
+        assert_eq!(owners_in(&ts, "xx ALEXA590@POST.E yy"), vec![0]);
+        assert_eq!(owners_in(&ts, "alexa590@post.ey"), vec![0]);
+        assert!(owners_in(&ts, "alexa590@post.").is_empty());
+    }
+
+    #[test]
+    fn non_ascii_haystack_is_lowercased() {
+        let ts = TraceSet::new(&[subject("Ömer Çelik", 1)], 15).unwrap();
+        assert_eq!(owners_in(&ts, "name: ÖMER ÇELİK!"), vec![0]);
+        assert_eq!(owners_in(&ts, "ömer çelik"), vec![0]);
+    }
+
+    #[test]
+    fn overlapping_patterns_of_different_subjects_are_all_found() {
+        let ts = TraceSet::new(
+            &[subject("ann", 1), subject("anna", 2), subject("nna b", 3)],
+            15,
+        )
+        .unwrap();
+        assert_eq!(owners_in(&ts, "xANNA B"), vec![0, 1, 2]);
+    }
+
+    #[test]
+    fn same_value_for_two_subjects_reports_both() {
+        let ts = TraceSet::new(
+            &[subject("shared@x.org", 1), subject("shared@x.org", 2)],
+            15,
+        )
+        .unwrap();
+        assert_eq!(owners_in(&ts, "shared@x.org"), vec![0, 1]);
+    }
+
+    #[test]
+    fn ids_are_keyed_case_insensitively_and_cross_typed() {
+        let ts = TraceSet::new(&[subject("a@b.c", 3590)], 15).unwrap();
+        let col = ts.id_column("learner_id").unwrap();
+        assert_eq!(col.int(3590).len(), 1);
+        assert_eq!(col.text("3590").len(), 1);
+        assert!(col.int(3591).is_empty());
+        assert!(ts.id_column("LEARNER_ID").is_some());
+        assert!(ts.id_column("review_id").is_none());
+        let text = SubjectTraces {
+            label: String::new(),
+            ids: vec![IdTrace {
+                column: "c".into(),
+                values: vec![IdValue::Text("0042".into()), IdValue::Text("17".into())],
+            }],
+            values: vec![],
+        };
+        let ts = TraceSet::new(&[text], 15).unwrap();
+        let col = ts.id_column("c").unwrap();
+        assert!(col.int(42).is_empty(), "0042 is not a canonical integer");
+        assert_eq!(col.int(17).len(), 1);
+    }
+
+    #[test]
+    fn positions_map_back_to_raw_bytes() {
+        let ts = TraceSet::new(&[subject("Çelik", 1)], 15).unwrap();
+        let hay = "ab ÇELİK cd".as_bytes();
+        let mut found = Vec::new();
+        ts.search_positions(hay, |_, s, e| found.push((s, e)));
+        assert_eq!(found.len(), 1);
+        let (s, e) = found[0];
+        assert_eq!(&hay[s..s + 2], "Ç".as_bytes());
+        assert!(e <= hay.len() && e > s);
+    }
+
+    #[test]
+    fn invalid_traces_are_rejected_without_values() {
+        let mut s = subject("", 1);
+        let err = TraceSet::new(&[s.clone()], 15).unwrap_err().to_string();
+        assert!(err.contains("subject 0"));
+        s.values.clear();
+        assert!(TraceSet::new(&[s], 0).is_err());
+    }
+
+    #[test]
+    fn debug_shows_no_values() {
+        let s = subject("secret.person@mail.example", 987654);
+        let ts = TraceSet::new(std::slice::from_ref(&s), 15).unwrap();
+        for text in [format!("{ts:?}"), format!("{s:?}")] {
+            assert!(!text.contains("secret"), "{text}");
+            assert!(!text.contains("987654"), "{text}");
+        }
+    }
+
+    #[test]
+    fn redact_withholds_messages_quoting_traces() {
+        let ts = TraceSet::new(&[subject("alexa590@post.example", 3590)], 15).unwrap();
+        assert_eq!(ts.redact("bad block at 12"), "bad block at 12");
+        assert!(
+            !ts.redact("value \"ALEXA590@post.example\"")
+                .contains("alexa")
+        );
+        assert!(!ts.redact("id 3590 invalid").contains("3590"));
+    }
+}

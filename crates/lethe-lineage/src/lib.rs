@@ -13,23 +13,23 @@
 
 #![warn(missing_docs)]
 
+mod dot;
 pub mod error;
 pub mod event;
+pub mod graph;
 pub mod parse;
+pub mod walk;
 
+pub use dot::to_dot;
 pub use error::{Error, Result};
 pub use event::{
     ColumnLineageDatasetFacet, ColumnLineageField, DatasetFacets, EventType, FacetMap,
     InputDataset, InputField, Job, OutputDataset, Run, RunEvent, SchemaDatasetFacet, SchemaField,
     Transformation, TransformationType, events_to_json_pretty,
 };
-pub use parse::parse_events;
-pub mod graph;
 pub use graph::{
     ColumnEdge, DatasetId, EdgeId, FieldId, GraphBuilder, GraphStats, Interval, JobName,
     LineageGraph, OpaqueMarker, RunIndex, RunOutput, RunView, TransformationKind, Window,
 };
-pub mod walk;
+pub use parse::parse_events;
 pub use walk::{FieldLabel, ReachedDataset, Seed, UnresolvedReason, Via, Walk, walk};
-mod dot;
-pub use dot::to_dot;

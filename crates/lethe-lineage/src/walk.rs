@@ -129,7 +129,8 @@ struct LabelState {
 
 /// Walks `graph` from `seeds` in the window starting at `window_start`; `keys(dataset)` gives
 /// the row-key columns of a dataset that holds the subject's rows (called once per such
-/// dataset). See the module documentation for the semantics.
+/// dataset). See the module documentation for the semantics. When the subject's first record
+/// is unknown, pass `DateTime::<Utc>::MIN_UTC` to use every edge ever observed.
 pub fn walk<'g, K>(
     graph: &'g LineageGraph,
     window_start: DateTime<Utc>,

@@ -28,6 +28,9 @@ pub enum Place {
     DataValue,
     /// A Parquet footer column-chunk statistic (min/max).
     FooterStatistic,
+    /// A Parquet footer's key-value metadata (added beyond the original list: writers and
+    /// users can put anything there).
+    FooterMetadata,
     /// A Parquet page index (column index) min/max.
     PageIndex,
     /// A Parquet bloom filter answered "maybe present" for an ID.

@@ -63,7 +63,9 @@ pub(crate) fn scan_avro(
     hits: &mut Hits,
     format: &mut FileFormat,
 ) -> Result<(), String> {
-    let reader = apache_avro::Reader::new(r).map_err(|e| format!("invalid Avro header: {e}"))?;
+    let guarded = super::avro_guard::Guarded::new(r)?;
+    let reader =
+        apache_avro::Reader::new(guarded).map_err(|e| format!("invalid Avro header: {e}"))?;
     let metadata = reader.user_metadata().clone();
     let mut kind = if metadata.contains_key("schema")
         && (metadata.contains_key("partition-spec") || metadata.contains_key("partition-spec-id"))
@@ -313,10 +315,7 @@ impl Walker<'_, '_> {
                 let mut keys: Vec<&String> = map.keys().collect();
                 keys.sort();
                 for k in keys {
-                    let group = self.group(path);
-                    let detail = format!("key in {}", self.detail(path));
-                    self.hits
-                        .search(place, k.as_bytes(), &group, &|| detail.clone());
+                    self.bytes(place, "", path, k.as_bytes());
                     self.walk(&map[k], field, path, depth + 1)?;
                 }
             }
@@ -374,23 +373,22 @@ impl Walker<'_, '_> {
     }
 
     fn bytes(&mut self, place: Place, field: &str, path: &str, b: &[u8]) {
-        let group = self.group(path);
-        let mut detail: Option<String> = None;
+        let traces = self.hits.traces;
         let mut found = Vec::new();
-        self.hits.traces.search(b, |o| found.push(o));
+        traces.search(b, |o| found.push(o));
+        let owners = match traces.id_column(field) {
+            Some(col) if !field.is_empty() => col.bytes(b),
+            _ => &[],
+        };
+        if found.is_empty() && owners.is_empty() {
+            return;
+        }
+        let group = self.group(path);
+        let detail = self.detail(path);
         for o in found {
-            let d = detail.get_or_insert_with(|| self.detail(path)).clone();
-            self.hits.value(place, o, &group, &|| d.clone());
+            self.hits.value(place, o, &group, &|| detail.clone());
         }
-        if !field.is_empty()
-            && let Some(col) = self.hits.traces.id_column(field)
-        {
-            let owners = col.bytes(b).to_vec();
-            if !owners.is_empty() {
-                let d = self.detail(path);
-                self.hits.ids(place, &owners, &group, &|| d.clone());
-            }
-        }
+        self.hits.ids(place, owners, &group, &|| detail.clone());
     }
 
     /// `data_file.lower_bounds` / `upper_bounds`: array of {key: field id, value: bytes}.

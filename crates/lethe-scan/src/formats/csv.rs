@@ -16,6 +16,8 @@ pub(crate) fn scan_csv(r: &mut dyn Read, hits: &mut Hits) -> Result<(), String> 
         .flexible(true)
         .from_reader(r);
     let mut names: Vec<String> = Vec::new();
+    let mut groups: Vec<String> = Vec::new();
+    let mut columns = Vec::new();
     let mut record = csv::ByteRecord::new();
     let mut row = 0u64;
     loop {
@@ -43,17 +45,22 @@ pub(crate) fn scan_csv(r: &mut dyn Read, hits: &mut Hits) -> Result<(), String> 
             row = 1;
             continue;
         }
+        let traces = hits.traces;
         for (i, cell) in record.iter().enumerate() {
-            let name = names
-                .get(i)
-                .cloned()
-                .unwrap_or_else(|| format!("{}", i + 1));
-            let group = format!("column `{name}`");
-            let detail = || format!("column `{name}`, first at data row {row}");
-            hits.search(Place::Csv, cell, &group, &detail);
-            if let Some(col) = hits.traces.id_column(name.trim()) {
-                let owners = col.bytes(cell.trim_ascii()).to_vec();
-                hits.ids(Place::Csv, &owners, &group, &detail);
+            while groups.len() <= i {
+                let n = groups.len();
+                let name = names
+                    .get(n)
+                    .cloned()
+                    .unwrap_or_else(|| format!("{}", n + 1));
+                columns.push(traces.id_column(name.trim()));
+                groups.push(format!("column `{name}`"));
+            }
+            let group = &groups[i];
+            let detail = || format!("{group}, first at data row {row}");
+            hits.search(Place::Csv, cell, group, &detail);
+            if let Some(col) = columns[i] {
+                hits.ids(Place::Csv, col.bytes(cell.trim_ascii()), group, &detail);
             }
         }
         row += 1;

@@ -104,18 +104,16 @@ pub(crate) fn walk(
                     None => col.text(&n.to_string()),
                 };
                 if !owners.is_empty() {
-                    let owners = owners.to_vec();
-                    let group = pointer.clone();
-                    hits.ids(place, &owners, &group, &|| detail(&group));
+                    let group: &str = pointer;
+                    hits.ids(place, owners, group, &|| detail(group));
                 }
             }
         }
         Value::String(s) => {
-            let group = pointer.clone();
-            hits.search(place, s.as_bytes(), &group, &|| detail(&group));
+            let group: &str = pointer;
+            hits.search(place, s.as_bytes(), group, &|| detail(group));
             if let Some(col) = key.and_then(|k| hits.traces.id_column(k)) {
-                let owners = col.text(s).to_vec();
-                hits.ids(place, &owners, &group, &|| detail(&group));
+                hits.ids(place, col.text(s), group, &|| detail(group));
             }
         }
         Value::Array(items) => {
@@ -137,9 +135,9 @@ pub(crate) fn walk(
                 };
                 pointer.push('/');
                 pointer.push_str(&shown);
-                let group = pointer.clone();
-                hits.search(place, k.as_bytes(), &group, &|| {
-                    format!("key of {}", detail(&group))
+                let group: &str = pointer;
+                hits.search(place, k.as_bytes(), group, &|| {
+                    format!("key of {}", detail(group))
                 });
                 walk(item, hits, place, pointer, Some(k), line);
                 pointer.truncate(len);

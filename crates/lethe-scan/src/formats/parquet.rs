@@ -76,7 +76,11 @@ pub(crate) fn scan_parquet<R: ChunkReader + 'static>(
     marked_delete: bool,
 ) -> Result<(), String> {
     let len = src.len();
-    let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
+    // The embedded Arrow schema (`ARROW:schema`) is skipped: arrow-ipc panics on a corrupt
+    // one, and the Parquet schema alone gives every value (dictionary columns read as plain).
+    let options = ArrowReaderOptions::new()
+        .with_page_index_policy(PageIndexPolicy::Optional)
+        .with_skip_arrow_metadata(true);
     let builder = ParquetRecordBatchReaderBuilder::try_new_with_options(src, options)
         .map_err(|e| format!("footer: {e}"))?;
     let md = builder.metadata().clone();
@@ -99,6 +103,27 @@ pub(crate) fn scan_parquet<R: ChunkReader + 'static>(
     } else {
         Place::DataValue
     };
+
+    // Key-value metadata (except the base64 Arrow schema).
+    if let Some(kv) = md.file_metadata().key_value_metadata() {
+        for e in kv.iter().filter(|e| e.key != "ARROW:schema") {
+            let key: String = e.key.chars().take(64).collect();
+            let key = if hits.mentions(&key) {
+                "*".to_string()
+            } else {
+                key
+            };
+            let group = format!("key-value metadata `{key}`");
+            hits.search(Place::FooterMetadata, e.key.as_bytes(), &group, &|| {
+                group.clone()
+            });
+            if let Some(v) = &e.value {
+                hits.search(Place::FooterMetadata, v.as_bytes(), &group, &|| {
+                    group.clone()
+                });
+            }
+        }
+    }
 
     // Footer statistics and bloom filters.
     for (rg_i, rg) in md.row_groups().iter().enumerate() {

@@ -118,3 +118,40 @@ fn garbage_under_every_name_never_panics() {
         }
     }
 }
+
+/// Writes the fixtures as a fuzzing seed corpus when `LETHE_SCAN_WRITE_CORPUS` names a
+/// folder (the fuzz target's first byte picks the file name; see /fuzz).
+#[test]
+fn write_fuzz_corpus_when_asked() {
+    let Some(dir) = std::env::var_os("LETHE_SCAN_WRITE_CORPUS") else {
+        return;
+    };
+    let names = [
+        "x.parquet",
+        "x.avro",
+        "x.metadata.json",
+        "x.puffin",
+        "x.gz",
+        "x.csv",
+        "x.txt",
+        "x.jsonl",
+    ];
+    std::fs::create_dir_all(&dir).unwrap();
+    for (i, (name, bytes)) in (Builder { canaries: true }).files().into_iter().enumerate() {
+        let ext = name.rsplit('.').next().unwrap();
+        let selector = match ext {
+            "parquet" => 0,
+            "avro" => 1,
+            "json" => 2,
+            "puffin" => 3,
+            "gz" => 4,
+            "csv" => 5,
+            "jsonl" => 7,
+            _ => 6,
+        };
+        assert!(selector < names.len());
+        let mut data = vec![selector as u8];
+        data.extend_from_slice(&bytes);
+        std::fs::write(std::path::Path::new(&dir).join(format!("seed-{i}")), data).unwrap();
+    }
+}

@@ -3,6 +3,7 @@
 mod corruption;
 mod fixtures;
 mod matrix;
+mod regression;
 mod scale;
 
 use std::collections::HashSet;

@@ -1,0 +1,151 @@
+//! Regression tests named after the bug they cover (inputs found by the fuzz target in
+//! /fuzz; the first byte of a fuzz input picks the file name, here already applied).
+
+use lethe_scan::{TraceSet, scan_bytes};
+
+use crate::fixtures::subjects;
+
+fn hex(s: &str) -> Vec<u8> {
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+/// apache-avro reserved memory for the header's metadata map from a corrupt count
+/// (~21 GB, the process aborted). The guard now refuses the header first.
+#[test]
+fn avro_header_with_huge_metadata_count_is_unreadable_not_an_abort() {
+    let input = hex(concat!(
+        "4f626a0104146176724f65223a226c6f6e67227d2c7b226e616d65223a22636f6d6d656e74222c2274797065223a22",
+        "737472696e67227d2c7b226e616d65223a226174747273222c2274797065223a7b2274797065223a226d6170222c22",
+        "76616c756573223a22737472696e67227d7d5d7d009f2e636f646563086e756c6c166176726f2e736368656d61d602",
+        "7b2274797099ddc5dd7265636f7264222c226e616d65223a226576656e74222c226669656c6473223a5b7b226e616d",
+        "65223a226c65"
+    ));
+    let traces = TraceSet::new(&subjects(), 15).unwrap();
+    let r = scan_bytes(&traces, "x.avro", &input, false);
+    assert!(r.is_unreadable(), "{:?}", r.status);
+}
+
+fn assert_no_reader_panic(name: &str, bytes: &[u8]) -> lethe_scan::FileReport {
+    let traces = TraceSet::new(&subjects(), 15).unwrap();
+    let r = scan_bytes(&traces, name, bytes, false);
+    if let lethe_scan::FileStatus::Unreadable { reason } = &r.status {
+        assert!(!reason.contains("panicked"), "{name}: {reason}");
+    }
+    r
+}
+
+/// arrow-ipc panicked (convert.rs unwraps) on a corrupt `ARROW:schema` in the Parquet
+/// footer. The embedded Arrow schema is now skipped. Inputs: the data fixture with the
+/// bytes the fuzzer changed (offset, new value).
+#[test]
+fn parquet_with_corrupt_arrow_schema_does_not_panic() {
+    let base = crate::fixtures::Builder { canaries: true }.data_parquet();
+    assert_eq!(
+        base.len(),
+        2583,
+        "the fixture changed: these byte edits no longer reproduce the fuzz inputs"
+    );
+    let cases: [&[(usize, u8)]; 3] = [
+        &[
+            (303, 117),
+            (469, 93),
+            (470, 0),
+            (471, 0),
+            (472, 0),
+            (661, 0),
+            (662, 28),
+            (923, 51),
+            (1549, 53),
+            (2181, 51),
+            (2264, 109),
+        ],
+        &[
+            (59, 186),
+            (60, 55),
+            (61, 55),
+            (62, 55),
+            (63, 55),
+            (64, 55),
+            (65, 55),
+            (66, 186),
+            (307, 79),
+            (308, 98),
+            (309, 106),
+            (310, 1),
+            (469, 93),
+            (470, 0),
+            (471, 0),
+            (472, 0),
+            (923, 50),
+            (1116, 41),
+            (1600, 50),
+            (2441, 67),
+        ],
+        &[
+            (307, 79),
+            (308, 98),
+            (309, 106),
+            (310, 1),
+            (435, 185),
+            (469, 93),
+            (470, 0),
+            (471, 0),
+            (472, 0),
+            (784, 145),
+            (923, 50),
+            (1069, 0),
+            (1072, 22),
+            (1383, 246),
+            (1384, 255),
+            (1385, 255),
+            (1386, 255),
+            (1387, 255),
+            (1388, 255),
+            (1389, 255),
+            (1390, 254),
+            (1794, 40),
+            (1947, 67),
+            (2051, 69),
+            (2052, 65),
+            (2215, 86),
+            (2546, 67),
+            (2547, 71),
+            (2548, 66),
+            (2549, 48),
+            (2550, 48),
+            (2551, 48),
+            (2552, 48),
+            (2553, 49),
+            (2554, 49),
+            (2555, 51),
+        ],
+    ];
+    for edits in cases {
+        let mut b = base.clone();
+        for &(i, v) in edits {
+            b[i] = v;
+        }
+        assert_no_reader_panic("x.parquet", &b);
+    }
+}
+
+/// apache-avro unwrapped name parsing and panicked on an invalid record/type name in the
+/// writer schema. The guard now checks names first.
+#[test]
+fn avro_schema_with_invalid_name_is_unreadable_not_a_panic() {
+    for schema in [
+        r#"{"type":"record","name":"manifest entry","fields":[]}"#,
+        r#"{"type":"record","name":"r","fields":[{"name":"a","type":{"type":"in t"}}]}"#,
+    ] {
+        let mut b = b"Obj\x01\x02\x16avro.schema".to_vec();
+        b.push((schema.len() * 2) as u8);
+        b.extend_from_slice(schema.as_bytes());
+        b.push(0);
+        b.extend_from_slice(&[9u8; 16]);
+        let r = assert_no_reader_panic("x.avro", &b);
+        assert!(r.is_unreadable());
+    }
+}

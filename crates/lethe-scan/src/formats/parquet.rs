@@ -78,8 +78,12 @@ pub(crate) fn scan_parquet<R: ChunkReader + 'static>(
     let len = src.len();
     // The embedded Arrow schema (`ARROW:schema`) is skipped: arrow-ipc panics on a corrupt
     // one, and the Parquet schema alone gives every value (dictionary columns read as plain).
+    // The offset index is skipped too: pages are read in sequence, so a corrupt offset index
+    // (page before its column chunk: parquet-rs subtracts with overflow) cannot steer the
+    // reader; the column index (page min/max) is still read and searched.
     let options = ArrowReaderOptions::new()
         .with_page_index_policy(PageIndexPolicy::Optional)
+        .with_offset_index_policy(PageIndexPolicy::Skip)
         .with_skip_arrow_metadata(true);
     let builder = ParquetRecordBatchReaderBuilder::try_new_with_options(src, options)
         .map_err(|e| format!("footer: {e}"))?;

@@ -34,6 +34,8 @@
 //! # Ok::<(), lethe_scan::Error>(())
 //! ```
 
+#![deny(missing_docs)]
+
 use std::collections::HashSet;
 use std::fs::File;
 use std::panic::{AssertUnwindSafe, catch_unwind};

@@ -1,1 +1,139 @@
-fn main() {}
+//! The `lethe` command line.
+//!
+//! Exit codes: 0 when the command did what it was asked and the result is complete; 1 when it
+//! ran but the result is not (an erasure plan INCOMPLETE, a refusal, files still holding a
+//! subject, a register incident); 2 for bad input or an error.
+
+mod cmd;
+mod out;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// lethe erases a person from an Apache Iceberg lakehouse and proves it.
+///
+/// It plans an erasure from the catalog and column lineage, deletes rows copy-on-write,
+/// expires old snapshots, rewrites manifests and removes unreferenced files, then reads every
+/// file to show that none still holds the person. Retention rules and consent live in reviewed
+/// files under governance/.
+///
+/// Start with `lethe demo init --dir demo` and `cd demo`, then `lethe tables`.
+#[derive(Debug, Parser)]
+#[command(name = "lethe", version, propagate_version = true)]
+struct Cli {
+    /// The configuration file (default: ./lethe.toml).
+    #[arg(long, global = true, value_name = "FILE", env = "LETHE_CONFIG")]
+    config: Option<PathBuf>,
+    /// More log output (repeat for more).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Build and tour the demo learning platform.
+    #[command(subcommand)]
+    Demo(cmd::demo::DemoCommand),
+    /// List tables with rows, files, snapshots and refs.
+    Tables(cmd::inspect::TablesArgs),
+    /// Show a table's properties, snapshots, refs and manifest entries with readable bounds.
+    Inspect(cmd::inspect::InspectArgs),
+    /// Run SQL pipelines that build derived tables (and record their column lineage).
+    #[command(subcommand)]
+    Pipeline(cmd::pipeline::PipelineCommand),
+    /// Apply the retention rules of governance/retention.toml for a given day.
+    #[command(subcommand)]
+    Retention(cmd::retention::RetentionCommand),
+    /// Expire old snapshots, honouring each table's gc.enabled, history.expire.* and refs.
+    Expire(cmd::maintenance::ExpireArgs),
+    /// Rewrite manifests so that no live manifest keeps a DELETED entry (and its bounds).
+    #[command(subcommand)]
+    Manifests(cmd::maintenance::ManifestsCommand),
+    /// Remove files no metadata references, older than a minimum age.
+    Sweep(cmd::maintenance::SweepArgs),
+    /// EXPLAIN ERASURE: plan one subject's erasure from the catalog and column lineage.
+    ///
+    /// Prints one step per table (DELETE, REWRITE, RECOMPUTE, NO_ACTION, UNRESOLVED), the
+    /// coverage, the tables whose settings block an erasure, and the verdict. Changes nothing.
+    /// Exit 0 only when the plan is COMPLETE.
+    Explain(cmd::explain::ExplainArgs),
+    /// ERASE: carry out a subject's plan, then expire, rewrite manifests and sweep.
+    ///
+    /// Refuses before changing anything when a table's settings would keep the subject.
+    /// Notes the subject's traces in a case file (mode 0600), writes the register entry, runs
+    /// the plan's steps (each commit records only erasure-request), then cleans up. Journaled:
+    /// run the same command again (or --resume REQUEST) to finish an erasure that stopped.
+    /// Needs the register key (LETHE_REGISTER_KEY or LETHE_REGISTER_KEY_FILE).
+    Erase(cmd::erase::EraseArgs),
+    /// Table properties generated from the classifications (metrics modes, expiry settings).
+    #[command(subcommand)]
+    Properties(cmd::properties::PropertiesCommand),
+    /// PROVE: read every file of the warehouse (and [scan] roots) and search for a subject's
+    /// traces. Exit 0 only when every file was read and none holds a trace.
+    Scan(cmd::prove::ScanArgs),
+    /// ATTEST: evidence of an erasure as data (JSON or one HTML page); exit 0 only when COMPLETE.
+    Attest(cmd::prove::AttestArgs),
+    /// The erasure register: check tables for erased subjects, filter batches before loading.
+    #[command(subcommand)]
+    Register(cmd::prove::RegisterCommand),
+    /// Questions about the recorded lineage.
+    #[command(subcommand)]
+    Lineage(cmd::explain::LineageCommand),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let filter = match cli.verbose {
+        0 => "warn",
+        1 => "info,datafusion=warn,iceberg=warn",
+        _ => "debug",
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("LETHE_LOG")
+                .unwrap_or_else(|_| filter.into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("lethe: can't start: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let config = cli.config.clone();
+    let result = runtime.block_on(async move {
+        match cli.command {
+            Command::Demo(c) => cmd::demo::run(c, config.as_deref()).await,
+            Command::Tables(a) => cmd::inspect::tables(a, config.as_deref()).await,
+            Command::Inspect(a) => cmd::inspect::inspect(a, config.as_deref()).await,
+            Command::Pipeline(c) => cmd::pipeline::run(c, config.as_deref()).await,
+            Command::Retention(c) => cmd::retention::run(c, config.as_deref()).await,
+            Command::Expire(a) => cmd::maintenance::expire(a, config.as_deref()).await,
+            Command::Manifests(c) => cmd::maintenance::manifests(c, config.as_deref()).await,
+            Command::Sweep(a) => cmd::maintenance::sweep(a, config.as_deref()).await,
+            Command::Explain(a) => cmd::explain::explain(a, config.as_deref()).await,
+            Command::Erase(a) => cmd::erase::erase(a, config.as_deref()).await,
+            Command::Properties(c) => cmd::properties::run(c, config.as_deref()).await,
+            Command::Scan(a) => cmd::prove::scan(a, config.as_deref()).await,
+            Command::Attest(a) => cmd::prove::attest(a, config.as_deref()).await,
+            Command::Register(c) => cmd::prove::register(c, config.as_deref()).await,
+            Command::Lineage(c) => cmd::explain::lineage(c, config.as_deref()).await,
+        }
+    });
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("lethe: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,22 @@
+//! One module per command group.
+
+pub mod demo;
+pub mod erase;
+pub mod explain;
+pub mod inspect;
+pub mod maintenance;
+pub mod pipeline;
+pub mod properties;
+pub mod prove;
+pub mod retention;
+
+use std::path::Path;
+
+use lethe::config::Config;
+use lethe::workspace::Workspace;
+
+/// Opens the workspace `lethe.toml` names.
+pub fn workspace(config: Option<&Path>) -> anyhow::Result<Workspace> {
+    let c = Config::discover(config)?;
+    Ok(Workspace::open(&c)?)
+}

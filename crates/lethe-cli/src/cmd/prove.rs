@@ -1,0 +1,409 @@
+//! `lethe scan`, `lethe attest`, `lethe register`.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand, ValueEnum};
+use lethe::erase::{CaseFile, RequestSpec, default_key_file, find_request, prepare, read_case};
+use lethe::governance::subjects::SubjectRef;
+use lethe::register::{Register, RegisterKey, SuppressMode};
+
+use crate::out;
+
+/// Arguments of `lethe scan`.
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("traces").required(true).args(["request", "subject", "traces"])))]
+pub struct ScanArgs {
+    /// Scan for the traces an erasure noted (its case file).
+    #[arg(long)]
+    request: Option<String>,
+    /// Scan for a subject before any erasure (NAME=ID): traces are computed from the plan.
+    #[arg(long)]
+    subject: Option<String>,
+    /// Scan for the traces in a case file.
+    #[arg(long, value_name = "FILE")]
+    traces: Option<PathBuf>,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Arguments of `lethe attest`.
+#[derive(Debug, Args)]
+pub struct AttestArgs {
+    /// The request to attest.
+    #[arg(long)]
+    request: String,
+    /// Print the attestation as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Also write it as one self-contained HTML page.
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
+    /// Keep the case file's values even when the attestation is COMPLETE.
+    #[arg(long)]
+    keep_case_file: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Mode {
+    /// Leave the rows of erased subjects out.
+    Drop,
+    /// Keep them with their identifier (and --null columns) set to null.
+    Tombstone,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RegisterCommand {
+    /// Hash every identifier value in every table and report rows of erased subjects (an
+    /// incident: exit 1), except in tables a legal exception keeps. Run after loads, restores
+    /// and rebuilds.
+    Check {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Filter a batch (Parquet or CSV) against the register before it is loaded.
+    Suppress {
+        /// The batch to filter.
+        #[arg(long)]
+        input: PathBuf,
+        /// Where to write the filtered batch (same format).
+        #[arg(long)]
+        output: PathBuf,
+        /// drop or tombstone.
+        #[arg(long, value_enum)]
+        mode: Mode,
+        /// The subject kind (default: the only one in subjects.toml).
+        #[arg(long)]
+        subject: Option<String>,
+        /// The identifier column (default: the subject's root identifier's name).
+        #[arg(long)]
+        column: Option<String>,
+        /// With tombstone: further columns to set to null.
+        #[arg(long = "null", value_name = "COLUMN")]
+        null_columns: Vec<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the register's entries (request IDs and hashes only).
+    List,
+}
+
+async fn cases_for(
+    ws: &lethe::workspace::Workspace,
+    a: &ScanArgs,
+) -> anyhow::Result<Vec<CaseFile>> {
+    if let Some(r) = &a.request {
+        if find_request(ws, r)?.is_none() {
+            anyhow::bail!("no erasure with request {r}");
+        }
+        return Ok(vec![read_case(ws, r)?]);
+    }
+    if let Some(f) = &a.traces {
+        let text = std::fs::read_to_string(f)?;
+        return Ok(vec![serde_json::from_str(&text).map_err(|e| {
+            anyhow::anyhow!("{}: not a case file: {e}", f.display())
+        })?]);
+    }
+    let s = SubjectRef::parse(a.subject.as_deref().unwrap_or_default())?;
+    let gov = ws.governance()?;
+    let key = RegisterKey::load(default_key_file(ws).as_deref()).ok();
+    let p = prepare(
+        ws,
+        &gov,
+        &[RequestSpec {
+            request: "(before erasure)".into(),
+            subject: s.subject,
+            id: s.id,
+        }],
+        key.as_ref(),
+        &|_| {},
+    )
+    .await?;
+    Ok(p.cases)
+}
+
+pub async fn scan(a: ScanArgs, config: Option<&Path>) -> anyhow::Result<ExitCode> {
+    let ws = super::workspace(config)?;
+    let cases = cases_for(&ws, &a).await?;
+    let quiet = a.json;
+    let r = lethe::prove::prove(&ws, &cases, &|m| {
+        if !quiet {
+            out::progress(m)
+        }
+    })
+    .await?;
+    out::progress_done();
+    if a.json {
+        out::json(&r)?;
+    } else {
+        let rows: Vec<Vec<String>> = r
+            .tables
+            .iter()
+            .map(|(t, c)| {
+                vec![
+                    t.clone(),
+                    c.files_read.to_string(),
+                    c.files_holding.to_string(),
+                    c.unreadable.to_string(),
+                ]
+            })
+            .collect();
+        print!(
+            "{}",
+            out::table(
+                &["table", "files read", "holding the subject", "unreadable"],
+                &rows
+            )
+        );
+        for h in &r.hits {
+            println!(
+                "  {} [{}] {} {} (x{})",
+                h.file, h.place, h.trace, h.detail, h.count
+            );
+        }
+        for (f, why) in &r.unreadable {
+            println!("  unreadable: {f}: {why}");
+        }
+        println!(
+            "files read: {}, bytes: {}, files holding the subject: {}, unreadable: {} -> {}",
+            r.files_read,
+            r.bytes_read,
+            r.files_holding,
+            r.unreadable.len(),
+            if r.is_clean() {
+                "CLEAN"
+            } else if r.files_holding > 0 {
+                "HOLDING"
+            } else {
+                "INCOMPLETE"
+            }
+        );
+    }
+    Ok(if r.is_clean() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+pub async fn attest(a: AttestArgs, config: Option<&Path>) -> anyhow::Result<ExitCode> {
+    let ws = super::workspace(config)?;
+    let quiet = a.json;
+    let (att, _) = lethe::attest::attest(&ws, &a.request, !a.keep_case_file, &|m| {
+        if !quiet {
+            out::progress(m)
+        }
+    })
+    .await?;
+    out::progress_done();
+    if let Some(f) = &a.html {
+        let j = find_request(&ws, &a.request)?
+            .and_then(|j| j.plan)
+            .ok_or_else(|| anyhow::anyhow!("no plan"))?;
+        std::fs::write(f, lethe::attest::html(&att, &j))?;
+    }
+    if a.json {
+        out::json(&att)?;
+    } else {
+        println!(
+            "attestation of {} ({} {})",
+            att.request,
+            att.subject.get("kind").cloned().unwrap_or_default(),
+            att.subject
+                .get("register_hash")
+                .cloned()
+                .unwrap_or_default()
+        );
+        let rows: Vec<Vec<String>> = att
+            .tables
+            .iter()
+            .map(|t| {
+                vec![
+                    t.table.clone(),
+                    t.action.to_string(),
+                    t.rows_affected.to_string(),
+                    t.commits
+                        .iter()
+                        .map(|c| c.to_string())
+                        .collect::<Vec<_>>()
+                        .join(","),
+                    format!(
+                        "{} rows, {} files",
+                        t.residual.rows, t.residual.files_holding
+                    ),
+                ]
+            })
+            .collect();
+        print!(
+            "{}",
+            out::table(&["table", "action", "rows", "commits", "residual"], &rows)
+        );
+        println!(
+            "cleanup: {}",
+            att.cleanup
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        println!(
+            "scan: {}",
+            att.scan
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        println!(
+            "mentions for review: {}",
+            att.mentions.values().map(|m| m.rows).sum::<u64>()
+        );
+        for r in &att.residuals {
+            println!(
+                "outside the warehouse: {} ({}; ends {}; control: {})",
+                r.place, r.basis, r.expires, r.control
+            );
+        }
+        for r in &att.verdict.remaining {
+            println!("remains: {r}");
+        }
+        println!(
+            "logical erasure: {}; physical purge: {}",
+            att.verdict.logical, att.verdict.physical
+        );
+    }
+    Ok(if att.is_complete() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+pub async fn register(c: RegisterCommand, config: Option<&Path>) -> anyhow::Result<ExitCode> {
+    let ws = super::workspace(config)?;
+    match c {
+        RegisterCommand::List => {
+            for e in Register::in_state(&ws.config.paths.state).entries()? {
+                println!("{}  {}  {}  {}", e.request, e.subject, e.hash, e.at);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        RegisterCommand::Check { json } => {
+            let key = RegisterKey::load(default_key_file(&ws).as_deref())?;
+            let incidents = lethe::register::check(&ws, &key).await?;
+            if json {
+                out::json(&incidents)?;
+            } else if incidents.is_empty() {
+                println!("no table holds a row of an erased subject");
+            } else {
+                println!("INCIDENT: rows of erased subjects are back");
+                for i in &incidents {
+                    println!(
+                        "  {}.{}: {} row(s) (requests {})",
+                        i.table,
+                        i.column,
+                        i.rows,
+                        i.requests.join(", ")
+                    );
+                }
+            }
+            Ok(if incidents.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
+        }
+        RegisterCommand::Suppress {
+            input,
+            output,
+            mode,
+            subject,
+            column,
+            null_columns,
+            json,
+        } => {
+            let gov = ws.governance()?;
+            let subject = match subject {
+                Some(s) => s,
+                None => {
+                    let names: Vec<&String> = gov.subjects.value.keys().collect();
+                    match names.as_slice() {
+                        [one] => (*one).clone(),
+                        _ => anyhow::bail!(
+                            "name the subject kind with --subject (subjects: {})",
+                            names
+                                .iter()
+                                .map(|s| s.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    }
+                }
+            };
+            let column = match column {
+                Some(c) => c,
+                None => gov.subjects.get(&subject)?.root()?.1,
+            };
+            let key = RegisterKey::load(default_key_file(&ws).as_deref())?;
+            let hashes = Register::in_state(&ws.config.paths.state).hashes(&subject)?;
+            let batches = lethe::batchio::read_batches(&input)?;
+            let mode = match mode {
+                Mode::Drop => SuppressMode::Drop,
+                Mode::Tombstone => SuppressMode::Tombstone,
+            };
+            let (kept, stats) = lethe::register::suppress(
+                &batches,
+                &key,
+                &hashes,
+                &subject,
+                &column,
+                mode,
+                &null_columns,
+            )?;
+            lethe::batchio::write_batches(&output, &kept)?;
+            if json {
+                out::json(&stats)?;
+            } else {
+                println!(
+                    "{} row(s) in, {} out, {} of erased subjects {}",
+                    stats.rows_in,
+                    stats.rows_out,
+                    stats.suppressed,
+                    if mode == SuppressMode::Drop {
+                        "dropped"
+                    } else {
+                        "tombstoned"
+                    }
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+impl ScanArgs {
+    /// Scan for a request's traces, text output.
+    pub fn request(request: &str) -> Self {
+        ScanArgs {
+            request: Some(request.into()),
+            subject: None,
+            traces: None,
+            json: false,
+        }
+    }
+}
+
+impl AttestArgs {
+    /// Text output, optionally with an HTML page.
+    pub fn plain(request: &str, html: Option<PathBuf>) -> Self {
+        AttestArgs {
+            request: request.into(),
+            json: false,
+            html,
+            keep_case_file: false,
+        }
+    }
+}

@@ -1,0 +1,228 @@
+//! The demo platform's reviewed files: governance and pipelines, written as a team would.
+
+/// `governance/metadata.toml`. `marketing.audience` and `ai.review_corpus` are left
+/// unclassified on purpose: nobody has reviewed them yet.
+pub const METADATA: &str = r#"# What each column holds. Reviewed by the data-protection team with each table's owner.
+# Classifications: personal, sensitive, internal, public. A column nobody classified is treated
+# as closed by the access policy and gets no statistics in manifests.
+
+[tables."crm.learners"]
+owner = "crm team"
+source = "nightly export of the CRM application"
+key = ["learner_id"]
+[tables."crm.learners".columns]
+learner_id = { classification = "internal", identifies = "learner" }
+full_name = "personal"
+email = "personal"
+phone = "personal"
+street_address = "personal"
+city = "personal"
+date_of_birth = "personal"
+notes = "personal"
+status = "internal"
+marketing_consent = "internal"
+ai_training_consent = "internal"
+signed_up_at = "internal"
+
+[tables."crm.instructors"]
+owner = "crm team"
+source = "the instructor onboarding form"
+key = ["instructor_id"]
+[tables."crm.instructors".columns]
+instructor_id = "internal"
+full_name = "personal"
+email = "personal"
+bio = "public"
+joined_at = "internal"
+
+[tables."learning.courses"]
+owner = "learning team"
+source = "the course authoring tool"
+key = ["course_id"]
+[tables."learning.courses".columns]
+course_id = "public"
+instructor_id = "internal"
+title = "public"
+category = "public"
+price = "public"
+published_at = "public"
+
+[tables."learning.enrollments"]
+owner = "learning team"
+source = "the learning application's database"
+key = ["enrollment_id"]
+[tables."learning.enrollments".columns]
+enrollment_id = "internal"
+learner_id = { classification = "internal", identifies = "learner" }
+course_id = "internal"
+enrolled_at = "internal"
+completed_at = "internal"
+
+[tables."learning.events"]
+owner = "learning team"
+source = "the clickstream collector"
+key = ["event_id"]
+[tables."learning.events".columns]
+event_id = "internal"
+learner_id = { classification = "internal", identifies = "learner" }
+course_id = "internal"
+kind = "internal"
+ip_address = "personal"
+user_agent = "personal"
+occurred_at = "internal"
+
+[tables."learning.reviews"]
+owner = "learning team"
+source = "the learning application's database"
+key = ["review_id"]
+[tables."learning.reviews".columns]
+review_id = "internal"
+learner_id = { classification = "internal", identifies = "learner" }
+course_id = "internal"
+rating = "internal"
+text = "personal"
+written_at = "internal"
+
+[tables."support.tickets"]
+owner = "support team"
+source = "the helpdesk"
+key = ["ticket_id"]
+[tables."support.tickets".columns]
+ticket_id = "internal"
+learner_id = { classification = "internal", identifies = "learner" }
+opened_at = "internal"
+status = "internal"
+subject = "personal"
+body = "personal"
+
+[tables."billing.payments"]
+owner = "finance team"
+source = "the payment provider's settlement files"
+key = ["payment_id"]
+[tables."billing.payments".columns]
+payment_id = "internal"
+learner_id = { classification = "internal", identifies = "learner" }
+amount = "sensitive"
+currency = "internal"
+card_number = { classification = "sensitive", note = "Should not be stored at all: the provider keeps it" }
+paid_at = "internal"
+
+[tables."analytics.learner_activity"]
+owner = "analytics team"
+[tables."analytics.learner_activity".columns]
+learner_id = { classification = "internal", identifies = "learner" }
+events = "internal"
+courses = "internal"
+first_seen = "internal"
+last_seen = "internal"
+
+[tables."analytics.course_performance"]
+owner = "analytics team"
+[tables."analytics.course_performance".columns]
+course_id = "public"
+title = "public"
+learners = "internal"
+enrollments = "internal"
+avg_rating = "internal"
+reviews = "internal"
+"#;
+
+/// `governance/retention.toml`.
+pub const RETENTION: &str = r#"# Retention rules, applied against a day the scheduler passes in, never the clock.
+# The periods are the platform's own choices, reviewed with the legal team: not legal advice.
+
+[tables."support.tickets"]
+keep_days = 730
+# Tickets record when they were opened, not when they were closed: until the support team adds
+# a closed_at column, this rule errs early (a ticket opened 25 months ago and closed last week
+# goes at once).
+counted_from = "opened_at"
+only_when = { column = "status", equals = "closed" }
+
+[tables."learning.events"]
+keep_days = 365
+counted_from = "occurred_at"
+
+[tables."billing.payments"]
+keep_days = 3650                  # a placeholder for the period the legal team sets for payment records
+counted_from = "paid_at"
+
+[erasure.exceptions."billing.payments"]
+reason = "PLACEHOLDER: a legal obligation to keep payment records, such as tax records. The legal team replaces this with the obligation and the law it comes from."
+decided_by = "legal team"         # a role, never a person's name
+erase_columns = ["card_number"]   # what the obligation doesn't need; an empty list keeps the whole row
+
+[snapshots]
+# Written into every table as history.expire.* by `lethe properties generate`.
+max_snapshot_age_hours = 120      # 5 days
+min_snapshots_to_keep = 1
+
+[statistics]
+# Metrics mode for personal, sensitive and unclassified columns: their bounds would be values
+# of a person in every manifest. `counts` keeps counts for the planner and no values.
+protected = "none"
+
+[sweep]
+# Unreferenced files younger than this are never removed: a write in progress keeps its files
+# (Iceberg Java's default for orphan removal is 3 days).
+min_file_age_hours = 72
+"#;
+
+/// `governance/subjects.toml`.
+pub const SUBJECTS: &str = r#"# The people an erasure request can name.
+
+[learner]
+# Root identifier: every table with a column holding it (by name, or classified as identifying a
+# learner in metadata.toml) is part of every erasure.
+identifiers = ["crm.learners.learner_id"]
+# Further identifiers, resolved through the root table before anything is deleted.
+mapped = [{ column = "email", via = "crm.learners" }]
+# Identifying values the proof scan searches for (columns of the root table).
+values = ["email", "phone", "full_name", "street_address"]
+# When a learner's first record was made: lineage edges that ended before it don't apply to them.
+first_seen = "signed_up_at"
+
+[learner.no_action]
+"learning.courses" = "the course catalogue: titles and prices, no learner data"
+"crm.instructors" = "instructors are staff, a different subject"
+"#;
+
+/// The demo's pipelines: (file name, text).
+pub const PIPELINES: &[(&str, &str)] = &[
+    (
+        "learner_activity.sql",
+        "-- lethe:target analytics.learner_activity\n\
+         -- What each learner did: one row per learner, built nightly.\n\
+         SELECT l.learner_id, count(ev.event_id) AS events, count(DISTINCT ev.course_id) AS courses,\n       min(ev.occurred_at) AS first_seen, max(ev.occurred_at) AS last_seen\n\
+         FROM crm.learners l LEFT JOIN learning.events ev ON ev.learner_id = l.learner_id\n\
+         GROUP BY l.learner_id\n",
+    ),
+    (
+        "course_performance.sql",
+        "-- lethe:target analytics.course_performance\n\
+         -- Aggregates per course only.\n\
+         SELECT c.course_id, c.title, count(DISTINCT e.learner_id) AS learners, count(e.enrollment_id) AS enrollments,\n       avg(r.rating) AS avg_rating, count(r.review_id) AS reviews\n\
+         FROM learning.courses c\n\
+         LEFT JOIN learning.enrollments e ON e.course_id = c.course_id\n\
+         LEFT JOIN learning.reviews r ON r.course_id = c.course_id AND r.learner_id = e.learner_id\n\
+         GROUP BY c.course_id, c.title\n",
+    ),
+    (
+        "marketing_audience.sql",
+        "-- lethe:target marketing.audience\n\
+         -- lethe:consent marketing\n\
+         -- Learners marketing may email: consent given and account active.\n\
+         SELECT l.learner_id, l.full_name, l.email, count(e.course_id) AS courses_enrolled, max(e.enrolled_at) AS last_enrolled_at\n\
+         FROM crm.learners l JOIN learning.enrollments e ON e.learner_id = l.learner_id\n\
+         WHERE l.marketing_consent = true AND l.status = 'active'\n\
+         GROUP BY l.learner_id, l.full_name, l.email\n",
+    ),
+    (
+        "review_corpus.sql",
+        "-- lethe:target ai.review_corpus\n\
+         -- lethe:consent ai_training\n\
+         -- Reviews whose authors agreed to AI training, for the course assistant.\n\
+         SELECT r.review_id, r.text FROM learning.reviews r JOIN crm.learners l ON l.learner_id = r.learner_id\n\
+         WHERE l.ai_training_consent = true\n",
+    ),
+];

@@ -1,0 +1,205 @@
+//! `lethe demo init`: the online learning platform every walkthrough and test uses.
+//!
+//! Builds, deterministically for a seed: the catalog (SQLite) and warehouse with eight source
+//! tables written by lethe's writer in several appends (so snapshots, manifests and old files
+//! exist as in production), the reviewed governance files, the SQL pipelines, and the four
+//! derived tables built by running those pipelines (which records their column lineage).
+//!
+//! The library outside this module knows nothing of these tables: they reach the rest of lethe
+//! only through the catalog and the files written here.
+
+pub mod data;
+pub mod files;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use arrow::datatypes::{Field, Schema as ArrowSchema};
+use iceberg::spec::FormatVersion;
+
+use crate::catalog::TableName;
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::ops::rewrite::append;
+use crate::workspace::Workspace;
+use crate::writer::WriteOptions;
+
+/// Options of `demo init`.
+#[derive(Debug, Clone)]
+pub struct DemoOptions {
+    /// The folder to create.
+    pub dir: PathBuf,
+    /// Scale units (1 = 5,000 learners, 100,000 events).
+    pub scale: u32,
+    /// The seed.
+    pub seed: u64,
+    /// Replace an existing demo in `dir`.
+    pub force: bool,
+}
+
+/// What `demo init` built.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct DemoReport {
+    /// The folder.
+    pub dir: PathBuf,
+    /// Rows per table.
+    pub tables: BTreeMap<String, u64>,
+    /// Pipelines run.
+    pub pipelines: Vec<String>,
+}
+
+/// Builds the demo platform.
+pub async fn init(opts: &DemoOptions, progress: &dyn Fn(&str)) -> Result<DemoReport> {
+    let dir = if opts.dir.is_absolute() {
+        opts.dir.clone()
+    } else {
+        std::env::current_dir()
+            .map_err(|e| Error::io(".", e))?
+            .join(&opts.dir)
+    };
+    let config_file = dir.join(crate::config::CONFIG_FILE);
+    if config_file.exists() {
+        if !opts.force {
+            return Err(Error::invalid(format!(
+                "{} already holds a lethe configuration: pass --force to rebuild the demo there",
+                dir.display()
+            )));
+        }
+        for sub in [
+            "warehouse",
+            "lineage",
+            "state",
+            "raw",
+            "governance",
+            "pipelines",
+        ] {
+            let p = dir.join(sub);
+            if p.exists() {
+                std::fs::remove_dir_all(&p).map_err(|e| Error::io(p.display().to_string(), e))?;
+            }
+        }
+        for f in [
+            "catalog.db",
+            "catalog.db-journal",
+            crate::config::CONFIG_FILE,
+        ] {
+            let p = dir.join(f);
+            if p.exists() {
+                std::fs::remove_file(&p).map_err(|e| Error::io(p.display().to_string(), e))?;
+            }
+        }
+    }
+    for sub in [
+        "governance",
+        "pipelines",
+        "lineage",
+        "state",
+        "warehouse",
+        "raw",
+    ] {
+        let p = dir.join(sub);
+        std::fs::create_dir_all(&p).map_err(|e| Error::io(p.display().to_string(), e))?;
+    }
+    write(
+        &config_file,
+        &Config::render("lethe", "sqlite:catalog.db", "warehouse", &["raw"]),
+    )?;
+    write(&dir.join("governance/metadata.toml"), files::METADATA)?;
+    write(&dir.join("governance/retention.toml"), files::RETENTION)?;
+    write(&dir.join("governance/subjects.toml"), files::SUBJECTS)?;
+    for (name, text) in files::PIPELINES {
+        write(&dir.join("pipelines").join(name), text)?;
+    }
+    write_key(&dir.join("state/register.key"))?;
+    let ws = Workspace::open(&Config::load(&config_file)?)?;
+    let mut report = DemoReport {
+        dir: dir.clone(),
+        tables: BTreeMap::new(),
+        pipelines: Vec::new(),
+    };
+    progress(&format!(
+        "generating data (scale {}, seed {})",
+        opts.scale, opts.seed
+    ));
+    for t in data::generate(opts.scale, opts.seed) {
+        let name = TableName::parse(t.table)?;
+        let first = t
+            .appends
+            .first()
+            .ok_or_else(|| Error::Internal(format!("no data for {}", t.table)))?;
+        let schema = iceberg_schema(first.schema().as_ref())?;
+        ws.warehouse
+            .create_table(&name, schema, None, None, HashMap::new(), FormatVersion::V2)
+            .await?;
+        let mut rows = 0u64;
+        for (i, b) in t.appends.iter().enumerate() {
+            progress(&format!(
+                "{}: append {}/{} ({} rows)",
+                t.table,
+                i + 1,
+                t.appends.len(),
+                b.num_rows()
+            ));
+            append(
+                &ws.warehouse,
+                &name,
+                std::slice::from_ref(b),
+                BTreeMap::new(),
+                WriteOptions {
+                    max_rows_per_file: Some(50_000),
+                },
+            )
+            .await?;
+            rows += b.num_rows() as u64;
+        }
+        report.tables.insert(t.table.to_string(), rows);
+    }
+    for p in crate::pipeline::Pipeline::load_all(&ws.config.paths.pipelines)? {
+        progress(&format!("pipeline {} -> {}", p.name, p.target));
+        let run = crate::pipeline::run(&ws, &p).await?;
+        report.tables.insert(p.target.to_string(), run.rows);
+        report.pipelines.push(p.name.clone());
+    }
+    Ok(report)
+}
+
+/// The demo's register key: 32 random bytes, hex, readable only by its owner. A real
+/// deployment keeps it in a secret store and passes it as LETHE_REGISTER_KEY(_FILE).
+fn write_key(path: &Path) -> Result<()> {
+    use rand::RngCore;
+    use std::io::Write;
+    let mut bytes = [0u8; 32];
+    rand::rng().fill_bytes(&mut bytes);
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    let mut f = opts
+        .open(path)
+        .map_err(|e| Error::io(path.display().to_string(), e))?;
+    f.write_all(hex::encode(bytes).as_bytes())
+        .map_err(|e| Error::io(path.display().to_string(), e))
+}
+
+fn write(path: &Path, text: &str) -> Result<()> {
+    std::fs::write(path, text).map_err(|e| Error::io(path.display().to_string(), e))
+}
+
+/// The Iceberg schema of a demo table: `*_id` columns of the first position are required.
+fn iceberg_schema(arrow: &ArrowSchema) -> Result<iceberg::spec::Schema> {
+    let fields: Vec<Field> = arrow
+        .fields()
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let required = i == 0 && f.name().ends_with("_id");
+            f.as_ref().clone().with_nullable(!required)
+        })
+        .collect();
+    Ok(iceberg::arrow::arrow_schema_to_schema_auto_assign_ids(
+        &ArrowSchema::new(fields),
+    )?)
+}

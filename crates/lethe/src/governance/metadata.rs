@@ -1,0 +1,173 @@
+//! `governance/metadata.toml`: what each column holds.
+//!
+//! ```toml
+//! [tables."crm.learners"]
+//! owner = "crm team"
+//! source = "nightly export of the CRM application"   # loaded from outside: not produced by lineage
+//! key = ["learner_id"]                               # the row key (IDs of rows a subject owns)
+//! [tables."crm.learners".columns]
+//! learner_id = { classification = "internal", identifies = "learner" }
+//! email = "personal"
+//! ```
+//!
+//! Classifications: `personal`, `sensitive`, `internal`, `public`. A column nobody classified is
+//! treated as closed (fail-closed) by the access policy and by the generated metrics properties.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::tomlfile::{self, TomlFile};
+
+/// What a column holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Classification {
+    /// Identifies or describes a person.
+    Personal,
+    /// Special-category or financial data.
+    Sensitive,
+    /// Business data, not about a person.
+    Internal,
+    /// May be published.
+    Public,
+}
+
+impl Classification {
+    /// Whether manifests must not keep its values (personal and sensitive).
+    pub fn is_protected(self) -> bool {
+        matches!(self, Classification::Personal | Classification::Sensitive)
+    }
+}
+
+impl std::fmt::Display for Classification {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Classification::Personal => "personal",
+            Classification::Sensitive => "sensitive",
+            Classification::Internal => "internal",
+            Classification::Public => "public",
+        })
+    }
+}
+
+/// A column's entry: a bare classification or a table with more.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ColumnEntry {
+    /// `email = "personal"`.
+    Short(Classification),
+    /// `learner_id = { classification = "internal", identifies = "learner" }`.
+    Full(ColumnMeta),
+}
+
+/// A column's metadata.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ColumnMeta {
+    /// Its classification.
+    pub classification: Classification,
+    /// The privacy subject whose identifier this column holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identifies: Option<String>,
+    /// A free-text note for reviewers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+impl ColumnEntry {
+    /// The classification.
+    pub fn classification(&self) -> Classification {
+        match self {
+            ColumnEntry::Short(c) => *c,
+            ColumnEntry::Full(m) => m.classification,
+        }
+    }
+
+    /// The subject this column identifies, if declared.
+    pub fn identifies(&self) -> Option<&str> {
+        match self {
+            ColumnEntry::Short(_) => None,
+            ColumnEntry::Full(m) => m.identifies.as_deref(),
+        }
+    }
+}
+
+/// A table's metadata.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TableMeta {
+    /// Who owns it (a team or role).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// Where it comes from when no lineage produces it (a load from outside the warehouse).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// Its row key columns.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub key: Vec<String>,
+    /// Column classifications.
+    #[serde(default)]
+    pub columns: BTreeMap<String, ColumnEntry>,
+}
+
+/// The whole file.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Metadata {
+    /// Tables by dotted name.
+    #[serde(default)]
+    pub tables: BTreeMap<String, TableMeta>,
+}
+
+/// `metadata.toml`, loaded.
+pub type MetadataFile = TomlFile<Metadata>;
+
+impl MetadataFile {
+    /// Loads the file; a missing file is empty.
+    pub fn load(path: &Path) -> Result<MetadataFile> {
+        if !path.exists() {
+            return Ok(TomlFile {
+                path: path.to_path_buf(),
+                text: String::new(),
+                value: Metadata::default(),
+            });
+        }
+        tomlfile::load(path)
+    }
+
+    /// A table's metadata.
+    pub fn table(&self, table: &str) -> Option<&TableMeta> {
+        self.value.tables.get(table)
+    }
+
+    /// A column's classification.
+    pub fn classification(&self, table: &str, column: &str) -> Option<Classification> {
+        self.table(table)?
+            .columns
+            .get(column)
+            .map(ColumnEntry::classification)
+    }
+
+    /// Checks that the columns named exist in the table's schema (`columns` lists them).
+    pub fn check_table(&self, table: &str, columns: &[String]) -> Result<()> {
+        if let Some(t) = self.table(table) {
+            for c in t.columns.keys().chain(t.key.iter()) {
+                if !columns.iter().any(|x| x == c) {
+                    return Err(self.error_at(
+                        &format!("tables.\"{table}\".columns.{c}"),
+                        format!("table `{table}` has no column `{c}`"),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Renders metadata as TOML.
+pub fn render(m: &Metadata) -> Result<String> {
+    toml::to_string_pretty(m).map_err(|e| Error::Internal(format!("rendering metadata: {e}")))
+}

@@ -1,0 +1,302 @@
+//! `governance/retention.toml`: retention rules, legal exceptions to erasure, snapshot and
+//! statistics settings, and the sweep's minimum file age.
+//!
+//! ```toml
+//! [tables."learning.events"]
+//! keep_days = 365
+//! counted_from = "occurred_at"               # a date or timestamp column
+//! only_when = { column = "status", equals = "closed" }   # optional
+//!
+//! [erasure.exceptions."billing.payments"]
+//! reason = "..."                 # required: the legal team's words
+//! decided_by = "legal team"      # a role, never a person
+//! erase_columns = ["card_number"]
+//!
+//! [snapshots]                    # history.expire.* generated for every table
+//! max_snapshot_age_hours = 120
+//! min_snapshots_to_keep = 1
+//!
+//! [statistics]
+//! protected = "none"             # metrics mode for personal, sensitive and unclassified columns
+//!
+//! [sweep]
+//! min_file_age_hours = 72        # as Iceberg Java's orphan removal
+//! ```
+//!
+//! A rule's cutoff is computed from a day the caller passes, never from the clock: rows whose
+//! `counted_from` is before `day - keep_days` are due.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use chrono::{Duration, NaiveDate};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::metrics::MetricsMode;
+use crate::predicate::{CmpOp, Predicate, Value};
+use crate::tomlfile::{self, TomlFile};
+
+/// One retention rule.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rule {
+    /// How many days rows are kept.
+    pub keep_days: u32,
+    /// The date or timestamp column the time counts from.
+    pub counted_from: String,
+    /// Only rows in this state are due.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub only_when: Option<OnlyWhen>,
+}
+
+/// A state condition.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OnlyWhen {
+    /// The column.
+    pub column: String,
+    /// The value it must equal (text).
+    pub equals: String,
+}
+
+/// A legal exception to erasure for one table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Exception {
+    /// Why: the legal team's words. Required.
+    #[serde(default)]
+    pub reason: String,
+    /// Who decided: a role, never a person's name.
+    #[serde(default)]
+    pub decided_by: String,
+    /// Columns erased at once; an empty list keeps the whole row.
+    #[serde(default)]
+    pub erase_columns: Vec<String>,
+}
+
+/// The erasure section.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Erasure {
+    /// Exceptions by table.
+    #[serde(default)]
+    pub exceptions: BTreeMap<String, Exception>,
+}
+
+/// The snapshots section: what `history.expire.*` properties every table gets.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Snapshots {
+    /// `history.expire.max-snapshot-age-ms`, in hours.
+    pub max_snapshot_age_hours: u64,
+    /// `history.expire.min-snapshots-to-keep`.
+    pub min_snapshots_to_keep: u32,
+}
+
+impl Default for Snapshots {
+    fn default() -> Self {
+        Snapshots {
+            max_snapshot_age_hours: 120,
+            min_snapshots_to_keep: 1,
+        }
+    }
+}
+
+/// The statistics section.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Statistics {
+    /// The metrics mode for personal, sensitive and unclassified columns: `none` or `counts`.
+    pub protected: String,
+}
+
+impl Default for Statistics {
+    fn default() -> Self {
+        Statistics {
+            protected: "none".into(),
+        }
+    }
+}
+
+/// The sweep section.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sweep {
+    /// Files younger than this are never removed.
+    pub min_file_age_hours: u64,
+}
+
+impl Default for Sweep {
+    fn default() -> Self {
+        Sweep {
+            min_file_age_hours: 72,
+        }
+    }
+}
+
+/// The whole file.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Retention {
+    /// Rules by table.
+    #[serde(default)]
+    pub tables: BTreeMap<String, Rule>,
+    /// Erasure exceptions.
+    #[serde(default)]
+    pub erasure: Erasure,
+    /// Snapshot settings.
+    #[serde(default)]
+    pub snapshots: Snapshots,
+    /// Statistics settings.
+    #[serde(default)]
+    pub statistics: Statistics,
+    /// Sweep settings.
+    #[serde(default)]
+    pub sweep: Sweep,
+}
+
+/// `retention.toml`, loaded.
+pub type RetentionFile = TomlFile<Retention>;
+
+impl RetentionFile {
+    /// Loads and checks the file on its own (no catalog needed): every exception has a reason
+    /// and a role, and is for a table a rule ends; the statistics mode is `none` or `counts`.
+    pub fn load(path: &Path) -> Result<RetentionFile> {
+        let f: RetentionFile = if path.exists() {
+            tomlfile::load(path)?
+        } else {
+            TomlFile {
+                path: path.to_path_buf(),
+                text: String::new(),
+                value: Retention::default(),
+            }
+        };
+        for (table, ex) in &f.value.erasure.exceptions {
+            let key = format!("erasure.exceptions.\"{table}\"");
+            if ex.reason.trim().is_empty() {
+                return Err(f.error_at(
+                    &format!("{key}.reason"),
+                    format!("the exception for `{table}` has no reason: the legal team must record why the rows are kept"),
+                ));
+            }
+            if ex.decided_by.trim().is_empty() {
+                return Err(f.error_at(
+                    &format!("{key}.decided_by"),
+                    format!("the exception for `{table}` doesn't say who decided (a role, such as \"legal team\")"),
+                ));
+            }
+            if !f.value.tables.contains_key(table) {
+                return Err(f.error_at(
+                    &key,
+                    format!("the exception for `{table}` keeps rows that no retention rule ever ends: add a rule in [tables.\"{table}\"]"),
+                ));
+            }
+        }
+        match MetricsMode::parse(&f.value.statistics.protected) {
+            Ok(MetricsMode::None | MetricsMode::Counts) => {}
+            _ => {
+                return Err(f.error_at(
+                    "statistics.protected",
+                    format!("`{}` must be none or counts: bounds of protected columns are personal values", f.value.statistics.protected),
+                ));
+            }
+        }
+        Ok(f)
+    }
+
+    /// The minimum age of a file before a sweep may remove it.
+    pub fn min_file_age(&self) -> Duration {
+        Duration::hours(self.value.sweep.min_file_age_hours as i64)
+    }
+}
+
+impl Rule {
+    /// The first day kept on `day`: rows counted from before it are due.
+    pub fn cutoff(&self, day: NaiveDate) -> NaiveDate {
+        day - Duration::days(self.keep_days as i64)
+    }
+
+    /// The predicate selecting the rows due on `day`.
+    pub fn due(&self, day: NaiveDate) -> Predicate {
+        let p = Predicate::cmp(
+            self.counted_from.clone(),
+            CmpOp::Lt,
+            Value::Date(self.cutoff(day)),
+        );
+        match &self.only_when {
+            Some(w) => p.and(Predicate::eq(
+                w.column.clone(),
+                Value::Str(w.equals.clone()),
+            )),
+            None => p,
+        }
+    }
+}
+
+/// Parses a `--day` argument (YYYY-MM-DD).
+pub fn parse_day(s: &str) -> Result<NaiveDate> {
+    NaiveDate::parse_from_str(s.trim(), "%Y-%m-%d").map_err(|_| {
+        Error::invalid(format!(
+            "`{s}` is not a day: write YYYY-MM-DD, e.g. 2026-10-01"
+        ))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(text: &str) -> Result<RetentionFile> {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("retention.toml");
+        std::fs::write(&p, text).unwrap();
+        RetentionFile::load(&p)
+    }
+
+    #[test]
+    fn cutoff_counts_back_from_the_given_day() {
+        let r = Rule {
+            keep_days: 365,
+            counted_from: "occurred_at".into(),
+            only_when: None,
+        };
+        assert_eq!(
+            r.cutoff(parse_day("2026-10-01").unwrap()),
+            parse_day("2025-10-01").unwrap()
+        );
+    }
+
+    #[test]
+    fn exception_without_reason_is_refused_with_its_line() {
+        let e = load("[tables.\"b.p\"]\nkeep_days = 1\ncounted_from = \"d\"\n[erasure.exceptions.\"b.p\"]\ndecided_by = \"legal team\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("retention.toml:4:"), "{e}");
+        assert!(e.contains("has no reason"), "{e}");
+    }
+
+    #[test]
+    fn exception_for_a_table_no_rule_ends_is_refused() {
+        let e =
+            load("[erasure.exceptions.\"b.p\"]\nreason = \"tax\"\ndecided_by = \"legal team\"\n")
+                .unwrap_err()
+                .to_string();
+        assert!(e.contains("no retention rule ever ends"), "{e}");
+        assert!(e.contains("retention.toml:1:"), "{e}");
+    }
+
+    #[test]
+    fn protected_statistics_must_keep_no_values() {
+        let e = load("[statistics]\nprotected = \"full\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("statistics.protected"), "{e}");
+    }
+
+    #[test]
+    fn bad_day_is_refused() {
+        assert!(parse_day("yesterday").is_err());
+        assert!(parse_day("2026-13-01").is_err());
+    }
+}

@@ -1,0 +1,150 @@
+//! `governance/subjects.toml`: the privacy subjects an erasure can address.
+//!
+//! ```toml
+//! [learner]
+//! identifiers = ["crm.learners.learner_id"]      # root identifier column(s): table.column
+//! mapped = [{ column = "email", via = "crm.learners" }]   # identifiers resolved through a mapping
+//! values = ["email", "phone", "full_name", "street_address"]   # identifying values (root table) the proof scan searches
+//! first_seen = "signed_up_at"                   # when the subject's first record was made
+//! [learner.no_action]
+//! "learning.courses" = "the course catalogue holds no learner data"
+//! ```
+//!
+//! `--subject learner=3590` addresses one subject; its ID must parse as the root identifier
+//! column's type.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::tomlfile::{self, TomlFile};
+
+/// A mapped identifier: `column` holds the subject's values as found in table `via`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Mapped {
+    /// The column name (in `via` and wherever it is copied).
+    pub column: String,
+    /// The table that maps the root identifier to this column.
+    pub via: String,
+}
+
+/// A privacy subject.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Subject {
+    /// Root identifier columns, `namespace.table.column`.
+    pub identifiers: Vec<String>,
+    /// Further identifiers, resolved through a mapping table.
+    #[serde(default)]
+    pub mapped: Vec<Mapped>,
+    /// Identifying value columns of the root table, searched by the proof scan.
+    #[serde(default)]
+    pub values: Vec<String>,
+    /// A date or timestamp column of the root table: when the subject's first record was made.
+    /// Lineage edges that ended before it are not used for this subject. Without it, every
+    /// edge ever observed is used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_seen: Option<String>,
+    /// Tables declared free of this subject's data, with the justification.
+    #[serde(default)]
+    pub no_action: BTreeMap<String, String>,
+}
+
+impl Subject {
+    /// The root identifier: (table, column) of the first entry.
+    pub fn root(&self) -> Result<(String, String)> {
+        let first = self
+            .identifiers
+            .first()
+            .ok_or_else(|| Error::invalid("the subject has no identifiers"))?;
+        split_column(first)
+    }
+}
+
+/// Splits `ns.table.column` into (`ns.table`, `column`).
+pub fn split_column(s: &str) -> Result<(String, String)> {
+    match s.rsplit_once('.') {
+        Some((t, c)) if t.contains('.') && !c.is_empty() => Ok((t.to_string(), c.to_string())),
+        _ => Err(Error::invalid(format!(
+            "`{s}` is not a column: write namespace.table.column (e.g. crm.learners.learner_id)"
+        ))),
+    }
+}
+
+/// `subjects.toml`, loaded.
+pub type SubjectsFile = TomlFile<BTreeMap<String, Subject>>;
+
+impl SubjectsFile {
+    /// Loads and checks the file; a missing file has no subjects.
+    pub fn load(path: &Path) -> Result<SubjectsFile> {
+        let f: SubjectsFile = if path.exists() {
+            tomlfile::load(path)?
+        } else {
+            TomlFile {
+                path: path.to_path_buf(),
+                text: String::new(),
+                value: BTreeMap::new(),
+            }
+        };
+        for (name, s) in &f.value {
+            if s.identifiers.is_empty() {
+                return Err(f.error_at(
+                    &format!("{name}.identifiers"),
+                    "a subject needs at least one identifier column",
+                ));
+            }
+            for (i, id) in s.identifiers.iter().enumerate() {
+                split_column(id).map_err(|e| {
+                    f.error_at(
+                        &format!("{name}.identifiers"),
+                        format!("entry {}: {e}", i + 1),
+                    )
+                })?;
+            }
+        }
+        Ok(f)
+    }
+
+    /// A subject by name; an unknown name lists the known ones.
+    pub fn get(&self, name: &str) -> Result<&Subject> {
+        self.value.get(name).ok_or_else(|| {
+            let known: Vec<&str> = self.value.keys().map(String::as_str).collect();
+            Error::invalid(format!(
+                "unknown subject `{name}` (subjects in {}: {})",
+                self.path.display(),
+                if known.is_empty() {
+                    "none".to_string()
+                } else {
+                    known.join(", ")
+                }
+            ))
+        })
+    }
+}
+
+/// A `--subject NAME=ID` argument.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubjectRef {
+    /// The subject's name in subjects.toml.
+    pub subject: String,
+    /// The ID as typed.
+    pub id: String,
+}
+
+impl SubjectRef {
+    /// Parses `learner=3590`.
+    pub fn parse(s: &str) -> Result<SubjectRef> {
+        match s.split_once('=') {
+            Some((n, id)) if !n.trim().is_empty() && !id.trim().is_empty() => Ok(SubjectRef {
+                subject: n.trim().to_string(),
+                id: id.trim().to_string(),
+            }),
+            _ => Err(Error::invalid(
+                "a subject is written NAME=ID, e.g. --subject learner=3590".to_string(),
+            )),
+        }
+    }
+}

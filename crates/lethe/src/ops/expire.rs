@@ -1,0 +1,460 @@
+//! Snapshot expiry that respects each table's own settings.
+//!
+//! Follows Iceberg Java's `RemoveSnapshots`:
+//! - `gc.enabled=false` refuses, naming the table and the reason;
+//! - every ref's head is kept (a tag until its `max-ref-age-ms` passes; `main` always);
+//! - on each branch, ancestors are kept while fewer than `min-snapshots-to-keep` (the branch's
+//!   own setting, else `history.expire.min-snapshots-to-keep`, default 1) are kept or while they
+//!   are newer than the cutoff; the walk stops at the first one that is neither;
+//! - snapshots no ref reaches are kept only when newer than the cutoff.
+//!
+//! The cutoff is `--older-than`, or with `--by-age` the clock's now minus the branch's
+//! `max-snapshot-age-ms` (else `history.expire.max-snapshot-age-ms`, default 5 days). The
+//! clock is a parameter ([`crate::clock`]).
+//!
+//! After the commit, files only the expired snapshots reached (their manifest lists, manifests
+//! and data/delete files) are deleted, as Java's expiry does, unless `keep_files` is set.
+//! Files the retained snapshots reach are never deleted. Statistics files of expired snapshots
+//! are dropped from the metadata and deleted.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use iceberg::spec::{SnapshotReference, SnapshotRetention};
+use iceberg::{TableRequirement, TableUpdate};
+use serde::Serialize;
+
+use crate::catalog::TableName;
+use crate::clock::Clock;
+use crate::commit::{ActionCommit, TableAction, commit};
+use crate::error::{Error, Result};
+use crate::table::{LoadedTable, Warehouse};
+
+/// Default `history.expire.max-snapshot-age-ms`: 5 days, as Java.
+pub const DEFAULT_MAX_SNAPSHOT_AGE_MS: i64 = 5 * 24 * 60 * 60 * 1000;
+
+/// Which snapshots are old enough.
+#[derive(Debug, Clone, Copy)]
+pub enum Cutoff {
+    /// Snapshots older than this instant.
+    OlderThan(DateTime<Utc>),
+    /// By each table's (or branch's) `max-snapshot-age-ms`, measured on the clock.
+    ByAge,
+}
+
+/// An expiry request.
+#[derive(Debug, Clone, Copy)]
+pub struct ExpireOptions {
+    /// The cutoff.
+    pub cutoff: Cutoff,
+    /// Compute and report only; change nothing.
+    pub dry_run: bool,
+    /// Don't delete the files only expired snapshots reached (leave them to the sweep).
+    pub keep_files: bool,
+}
+
+/// A snapshot kept, and why.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Kept {
+    /// The snapshot.
+    pub snapshot_id: i64,
+    /// Why it is kept.
+    pub reason: String,
+}
+
+/// What an expiry did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ExpireReport {
+    /// The table.
+    pub table: String,
+    /// Snapshots expired.
+    pub expired: Vec<i64>,
+    /// Snapshots kept, with reasons.
+    pub kept: Vec<Kept>,
+    /// Refs removed because their max-ref-age passed.
+    pub refs_removed: Vec<String>,
+    /// Files deleted because only expired snapshots reached them.
+    pub files_deleted: usize,
+    /// Whether anything was committed.
+    pub committed: bool,
+}
+
+/// Refuses a table whose `gc.enabled` is false.
+pub fn check_gc(table: &LoadedTable) -> Result<()> {
+    if table
+        .property("gc.enabled")
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("false"))
+    {
+        return Err(Error::Refused(format!(
+            "{} has gc.enabled=false, which turns off garbage collection for the table",
+            table.name
+        )));
+    }
+    Ok(())
+}
+
+fn prop_i64(table: &LoadedTable, key: &str) -> Result<Option<i64>> {
+    table
+        .property(key)
+        .map(|v| {
+            v.trim().parse::<i64>().map_err(|_| {
+                Error::invalid(format!(
+                    "{}: table property {key} = `{v}` is not a number",
+                    table.name
+                ))
+            })
+        })
+        .transpose()
+}
+
+/// Decides which snapshots to keep (with reasons) and which refs expire.
+pub fn select(
+    table: &LoadedTable,
+    cutoff: Cutoff,
+    now: DateTime<Utc>,
+) -> Result<(BTreeMap<i64, String>, Vec<i64>, Vec<String>)> {
+    let meta = &table.metadata;
+    let default_min = prop_i64(table, "history.expire.min-snapshots-to-keep")?
+        .unwrap_or(1)
+        .max(1) as usize;
+    let default_age = prop_i64(table, "history.expire.max-snapshot-age-ms")?
+        .unwrap_or(DEFAULT_MAX_SNAPSHOT_AGE_MS);
+    let default_max_ref_age = prop_i64(table, "history.expire.max-ref-age-ms")?;
+    let now_ms = now.timestamp_millis();
+    let older_than = |branch_age: Option<i64>| -> i64 {
+        match cutoff {
+            Cutoff::OlderThan(t) => t.timestamp_millis(),
+            Cutoff::ByAge => now_ms - branch_age.unwrap_or(default_age),
+        }
+    };
+    let mut keep: BTreeMap<i64, String> = BTreeMap::new();
+    let mut refs_removed = Vec::new();
+    let refs: Vec<(String, SnapshotReference)> = meta_refs(table);
+    for (name, r) in &refs {
+        let head = meta.snapshot_by_id(r.snapshot_id);
+        let max_ref_age = match &r.retention {
+            SnapshotRetention::Branch { max_ref_age_ms, .. } => *max_ref_age_ms,
+            SnapshotRetention::Tag { max_ref_age_ms } => *max_ref_age_ms,
+        }
+        .or(default_max_ref_age);
+        if name != "main"
+            && let (Some(age), Some(h)) = (max_ref_age, head)
+            && now_ms - h.timestamp_ms() > age
+        {
+            refs_removed.push(name.clone());
+            continue;
+        }
+        keep.entry(r.snapshot_id).or_insert_with(|| {
+            if name == "main" {
+                "current snapshot of main".to_string()
+            } else if r.is_branch() {
+                format!("head of branch `{name}`")
+            } else {
+                format!("tagged `{name}`")
+            }
+        });
+        if let SnapshotRetention::Branch {
+            min_snapshots_to_keep,
+            max_snapshot_age_ms,
+            ..
+        } = &r.retention
+        {
+            let min = min_snapshots_to_keep.map_or(default_min, |m| m.max(1) as usize);
+            let oldest = older_than(*max_snapshot_age_ms);
+            let mut count = 0usize;
+            let mut cur = head.cloned();
+            while let Some(s) = cur {
+                if count < min {
+                    keep.entry(s.snapshot_id()).or_insert_with(|| {
+                        format!("one of the last {min} snapshots of branch `{name}` (min-snapshots-to-keep={min})")
+                    });
+                } else if s.timestamp_ms() >= oldest {
+                    keep.entry(s.snapshot_id()).or_insert_with(|| {
+                        format!("ancestor of branch `{name}` newer than the cutoff")
+                    });
+                } else {
+                    break;
+                }
+                count += 1;
+                cur = s
+                    .parent_snapshot_id()
+                    .and_then(|p| meta.snapshot_by_id(p).cloned());
+            }
+        }
+    }
+    // Snapshots reachable from no retained ref: kept only when newer than the default cutoff.
+    let mut reachable: HashSet<i64> = HashSet::new();
+    for (name, r) in &refs {
+        if refs_removed.contains(name) {
+            continue;
+        }
+        let mut cur = meta.snapshot_by_id(r.snapshot_id).cloned();
+        while let Some(s) = cur {
+            if !reachable.insert(s.snapshot_id()) {
+                break;
+            }
+            if !r.is_branch() {
+                break;
+            }
+            cur = s
+                .parent_snapshot_id()
+                .and_then(|p| meta.snapshot_by_id(p).cloned());
+        }
+    }
+    let default_cut = older_than(None);
+    let mut expired = Vec::new();
+    for s in meta.snapshots() {
+        if keep.contains_key(&s.snapshot_id()) {
+            continue;
+        }
+        if !reachable.contains(&s.snapshot_id()) && s.timestamp_ms() >= default_cut {
+            keep.insert(
+                s.snapshot_id(),
+                "unreferenced but newer than the cutoff".into(),
+            );
+            continue;
+        }
+        expired.push(s.snapshot_id());
+    }
+    expired.sort_unstable();
+    Ok((keep, expired, refs_removed))
+}
+
+fn meta_refs(table: &LoadedTable) -> Vec<(String, SnapshotReference)> {
+    // TableMetadata exposes refs through its JSON form only; read them from there.
+    let mut out: Vec<(String, SnapshotReference)> = Vec::new();
+    if let Ok(v) = serde_json::to_value(table.metadata.as_ref())
+        && let Some(refs) = v.get("refs").and_then(|r| r.as_object())
+    {
+        for (name, r) in refs {
+            if let Ok(parsed) = serde_json::from_value::<RefJson>(r.clone()) {
+                out.push((name.clone(), parsed.into_ref()));
+            }
+        }
+    }
+    if !out.iter().any(|(n, _)| n == "main")
+        && let Some(id) = table.metadata.current_snapshot_id()
+    {
+        out.push((
+            "main".into(),
+            SnapshotReference::new(id, SnapshotRetention::branch(None, None, None)),
+        ));
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+struct RefJson {
+    snapshot_id: i64,
+    #[serde(rename = "type")]
+    kind: String,
+    min_snapshots_to_keep: Option<i32>,
+    max_snapshot_age_ms: Option<i64>,
+    max_ref_age_ms: Option<i64>,
+}
+
+impl RefJson {
+    fn into_ref(self) -> SnapshotReference {
+        let retention = if self.kind == "tag" {
+            SnapshotRetention::Tag {
+                max_ref_age_ms: self.max_ref_age_ms,
+            }
+        } else {
+            SnapshotRetention::branch(
+                self.min_snapshots_to_keep,
+                self.max_snapshot_age_ms,
+                self.max_ref_age_ms,
+            )
+        };
+        SnapshotReference::new(self.snapshot_id, retention)
+    }
+}
+
+/// The refs of a table, by name (branches and tags).
+pub fn refs(table: &LoadedTable) -> Vec<(String, SnapshotReference)> {
+    meta_refs(table)
+}
+
+struct Action<'a> {
+    options: ExpireOptions,
+    clock: &'a dyn Clock,
+    report: ExpireReport,
+    before: Option<LoadedTable>,
+}
+
+#[async_trait]
+impl TableAction for Action<'_> {
+    async fn plan(&mut self, _wh: &Warehouse, table: &LoadedTable) -> Result<Option<ActionCommit>> {
+        check_gc(table)?;
+        let (keep, expired, refs_removed) = select(table, self.options.cutoff, self.clock.now())?;
+        self.report = ExpireReport {
+            table: table.name.to_string(),
+            expired: expired.clone(),
+            kept: keep
+                .into_iter()
+                .map(|(snapshot_id, reason)| Kept {
+                    snapshot_id,
+                    reason,
+                })
+                .collect(),
+            refs_removed: refs_removed.clone(),
+            files_deleted: 0,
+            committed: false,
+        };
+        self.before = Some(table.clone());
+        if (expired.is_empty() && refs_removed.is_empty()) || self.options.dry_run {
+            return Ok(None);
+        }
+        let mut updates: Vec<TableUpdate> = refs_removed
+            .iter()
+            .map(|r| TableUpdate::RemoveSnapshotRef {
+                ref_name: r.clone(),
+            })
+            .collect();
+        for id in &expired {
+            if table.metadata.statistics_for_snapshot(*id).is_some() {
+                updates.push(TableUpdate::RemoveStatistics { snapshot_id: *id });
+            }
+            if table
+                .metadata
+                .partition_statistics_for_snapshot(*id)
+                .is_some()
+            {
+                updates.push(TableUpdate::RemovePartitionStatistics { snapshot_id: *id });
+            }
+        }
+        if !expired.is_empty() {
+            updates.push(TableUpdate::RemoveSnapshots {
+                snapshot_ids: expired.clone(),
+            });
+        }
+        Ok(Some(ActionCommit {
+            updates,
+            requirements: vec![
+                TableRequirement::UuidMatch {
+                    uuid: table.metadata.uuid(),
+                },
+                TableRequirement::RefSnapshotIdMatch {
+                    r#ref: "main".into(),
+                    snapshot_id: table.metadata.current_snapshot_id(),
+                },
+            ],
+            written: Vec::new(),
+            snapshot_id: None,
+            trim_metadata_log: false,
+        }))
+    }
+}
+
+/// Every file a set of snapshots reaches: manifest lists, manifests, data and delete files,
+/// and statistics files. Locations are normalised.
+pub async fn reachable_files(
+    wh: &Warehouse,
+    table: &LoadedTable,
+    snapshot_ids: &[i64],
+) -> Result<HashSet<String>> {
+    let mut out = HashSet::new();
+    let mut seen_manifests: HashSet<String> = HashSet::new();
+    for id in snapshot_ids {
+        let Some(s) = table.metadata.snapshot_by_id(*id) else {
+            continue;
+        };
+        out.insert(wh.store.normalize(s.manifest_list())?);
+        for mf in wh.manifest_list(table, s)?.entries() {
+            let m = wh.store.normalize(&mf.manifest_path)?;
+            if !seen_manifests.insert(m.clone()) {
+                continue;
+            }
+            out.insert(m);
+            for e in wh.manifest_entries(mf).await? {
+                if e.status != iceberg::spec::ManifestStatus::Deleted {
+                    out.insert(wh.store.normalize(e.data_file.file_path())?);
+                }
+            }
+        }
+        if let Some(st) = table.metadata.statistics_for_snapshot(*id) {
+            out.insert(wh.store.normalize(&st.statistics_path)?);
+        }
+        if let Some(ps) = table.metadata.partition_statistics_for_snapshot(*id) {
+            out.insert(wh.store.normalize(&ps.statistics_path)?);
+        }
+    }
+    Ok(out)
+}
+
+/// Expires snapshots of `name` as `options` says.
+pub async fn expire(
+    wh: &Warehouse,
+    name: &TableName,
+    options: ExpireOptions,
+    clock: &dyn Clock,
+) -> Result<ExpireReport> {
+    let mut action = Action {
+        options,
+        clock,
+        report: ExpireReport::default(),
+        before: None,
+    };
+    let committed = commit(wh, name, &mut action).await?;
+    let mut report = action.report;
+    let Some(c) = committed else {
+        return Ok(report);
+    };
+    report.committed = true;
+    if !options.keep_files
+        && let Some(before) = action.before
+    {
+        let retained: Vec<i64> = c
+            .table
+            .metadata
+            .snapshots()
+            .map(|s| s.snapshot_id())
+            .collect();
+        let expired_reach = reachable_files(wh, &before, &report.expired).await?;
+        let retained_reach = reachable_files(wh, &c.table, &retained).await?;
+        let mut doomed: Vec<&String> = expired_reach.difference(&retained_reach).collect();
+        doomed.sort();
+        for f in doomed {
+            wh.store.delete(f)?;
+            report.files_deleted += 1;
+        }
+    }
+    Ok(report)
+}
+
+/// Expiry settings of a table that would keep a snapshot from before an erasure, by table:
+/// used by the erasure preflight. Empty when expiry can remove everything but the current
+/// snapshot.
+pub fn blockers(table: &LoadedTable) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    if table
+        .property("gc.enabled")
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("false"))
+    {
+        out.push("gc.enabled=false turns off garbage collection for the table".to_string());
+    }
+    if let Some(n) = prop_i64(table, "history.expire.min-snapshots-to-keep")?
+        && n > 1
+    {
+        out.push(format!(
+            "history.expire.min-snapshots-to-keep={n} keeps the snapshot from before the delete"
+        ));
+    }
+    let mut others: HashMap<String, &'static str> = HashMap::new();
+    for (name, r) in refs(table) {
+        if name != "main" {
+            others.insert(name, if r.is_branch() { "branch" } else { "tag" });
+        }
+    }
+    let mut others: Vec<_> = others.into_iter().collect();
+    others.sort();
+    for (name, kind) in others {
+        out.push(format!(
+            "{kind} `{name}` keeps a snapshot that expiry may not remove"
+        ));
+    }
+    Ok(out)
+}

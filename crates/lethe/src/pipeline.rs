@@ -1,0 +1,374 @@
+//! SQL pipelines: DataFusion over the Iceberg tables, the result written by lethe as a new
+//! snapshot that replaces the target table's contents, and the run's column lineage recorded
+//! as an OpenLineage `RunEvent` in `lineage/`.
+//!
+//! A pipeline is a `.sql` file in `pipelines/` whose header names its target:
+//!
+//! ```sql
+//! -- lethe:target marketing.audience
+//! -- lethe:consent marketing          (optional: the consent purposes its filter reads)
+//! SELECT ...
+//! ```
+//!
+//! Lineage comes from the query's logical plan ([`lethe_sql::column_lineage`]), never from the
+//! SQL text. A failing pipeline leaves the target table as it was: nothing is committed until
+//! the whole result is written.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use datafusion::catalog::MemorySchemaProvider;
+use datafusion::prelude::SessionContext;
+use iceberg::spec::FormatVersion;
+use iceberg_datafusion::IcebergStaticTableProvider;
+use lethe_lineage::{
+    ColumnLineageDatasetFacet, InputDataset, InputField, Job, OutputDataset, RunEvent,
+    SchemaDatasetFacet, SchemaField, Transformation, TransformationType,
+};
+use serde::Serialize;
+
+use crate::catalog::TableName;
+use crate::error::{Error, Result};
+use crate::ops::rewrite::replace_contents;
+use crate::workspace::Workspace;
+use crate::writer::WriteOptions;
+
+/// The producer URI lethe stamps on its lineage events.
+pub const PRODUCER: &str = concat!(
+    "https://github.com/lethe-erasure/lethe/tree/v",
+    env!("CARGO_PKG_VERSION")
+);
+/// The OpenLineage job namespace of lethe's pipelines.
+pub const JOB_NAMESPACE: &str = "lethe";
+
+/// A pipeline definition.
+#[derive(Debug, Clone, Serialize)]
+pub struct Pipeline {
+    /// Its name (the file stem).
+    pub name: String,
+    /// The file.
+    pub file: PathBuf,
+    /// The table it builds.
+    pub target: TableName,
+    /// The consent purposes its filter reads.
+    pub consent: Vec<String>,
+    /// The query.
+    pub sql: String,
+}
+
+impl Pipeline {
+    /// Reads one pipeline file.
+    pub fn load(path: &Path) -> Result<Pipeline> {
+        let text =
+            std::fs::read_to_string(path).map_err(|e| Error::io(path.display().to_string(), e))?;
+        let name = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .ok_or_else(|| Error::invalid(format!("{}: not a pipeline file name", path.display())))?
+            .to_string();
+        let mut target = None;
+        let mut consent = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            let Some(rest) = line.trim().strip_prefix("-- lethe:") else {
+                continue;
+            };
+            let (key, value) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+            let bad = |m: String| Error::Config {
+                file: path.to_path_buf(),
+                line: i + 1,
+                key: format!("lethe:{key}"),
+                message: m,
+            };
+            match key {
+                "target" => {
+                    target = Some(TableName::parse(value.trim()).map_err(|e| bad(e.to_string()))?)
+                }
+                "consent" => consent.extend(
+                    value
+                        .split(',')
+                        .map(|s| s.trim().to_string())
+                        .filter(|s| !s.is_empty()),
+                ),
+                other => {
+                    return Err(bad(format!(
+                        "unknown pipeline header `lethe:{other}` (use lethe:target, lethe:consent)"
+                    )));
+                }
+            }
+        }
+        let target = target.ok_or_else(|| Error::Config {
+            file: path.to_path_buf(),
+            line: 1,
+            key: "lethe:target".into(),
+            message: "a pipeline names its target table in a `-- lethe:target ns.table` line"
+                .into(),
+        })?;
+        Ok(Pipeline {
+            name,
+            file: path.to_path_buf(),
+            target,
+            consent,
+            sql: text,
+        })
+    }
+
+    /// Every pipeline in a folder, by name.
+    pub fn load_all(dir: &Path) -> Result<Vec<Pipeline>> {
+        let mut out = Vec::new();
+        if !dir.exists() {
+            return Ok(out);
+        }
+        let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map_err(|e| Error::io(dir.display().to_string(), e))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "sql"))
+            .collect();
+        paths.sort();
+        for p in paths {
+            out.push(Pipeline::load(&p)?);
+        }
+        Ok(out)
+    }
+
+    /// A pipeline by name.
+    pub fn find(dir: &Path, name: &str) -> Result<Pipeline> {
+        let all = Pipeline::load_all(dir)?;
+        let known: Vec<String> = all.iter().map(|p| p.name.clone()).collect();
+        all.into_iter().find(|p| p.name == name).ok_or_else(|| {
+            Error::invalid(format!(
+                "no pipeline `{name}` in {} (pipelines: {})",
+                dir.display(),
+                if known.is_empty() {
+                    "none".into()
+                } else {
+                    known.join(", ")
+                }
+            ))
+        })
+    }
+}
+
+/// What a pipeline run did.
+#[derive(Debug, Clone, Serialize)]
+pub struct PipelineRun {
+    /// The pipeline.
+    pub pipeline: String,
+    /// The table it replaced.
+    pub target: String,
+    /// Rows written.
+    pub rows: u64,
+    /// The snapshot committed.
+    pub snapshot_id: Option<i64>,
+    /// The lineage event written.
+    pub lineage_file: PathBuf,
+}
+
+/// A DataFusion session with every catalog table registered as `namespace.table`.
+pub async fn session(ws: &Workspace) -> Result<SessionContext> {
+    let ctx = SessionContext::new();
+    let catalog = ctx
+        .catalog("datafusion")
+        .ok_or_else(|| Error::Internal("DataFusion has no default catalog".into()))?;
+    let mut schemas: HashMap<String, Arc<MemorySchemaProvider>> = HashMap::new();
+    for name in ws.warehouse.tables().await? {
+        let table = ws.warehouse.load(&name).await?;
+        let provider =
+            IcebergStaticTableProvider::try_new_from_table(ws.warehouse.iceberg_table(&table)?)
+                .await?;
+        let ns = name.namespace_str();
+        let schema = schemas.entry(ns.clone()).or_insert_with(|| {
+            let s = Arc::new(MemorySchemaProvider::new());
+            catalog.register_schema(&ns, s.clone()).ok();
+            s
+        });
+        use datafusion::catalog::SchemaProvider;
+        schema.register_table(name.name.clone(), Arc::new(provider))?;
+    }
+    Ok(ctx)
+}
+
+/// Runs a pipeline: query, write, commit, record lineage.
+pub async fn run(ws: &Workspace, p: &Pipeline) -> Result<PipelineRun> {
+    run_with(ws, p, BTreeMap::new()).await
+}
+
+/// Runs a pipeline, adding `extra` keys to the commit's snapshot summary.
+pub async fn run_with(
+    ws: &Workspace,
+    p: &Pipeline,
+    extra: BTreeMap<String, String>,
+) -> Result<PipelineRun> {
+    let fail = |m: String| Error::Pipeline {
+        pipeline: p.name.clone(),
+        message: m,
+    };
+    let ctx = session(ws).await?;
+    let df = ctx.sql(&p.sql).await.map_err(|e| fail(e.to_string()))?;
+    let lineage = lethe_sql::column_lineage(df.logical_plan())
+        .map_err(|e| fail(format!("column lineage: {e}")))?;
+    let batches = df.collect().await.map_err(|e| fail(e.to_string()))?;
+    let rows: u64 = batches.iter().map(|b| b.num_rows() as u64).sum();
+    let wh = &ws.warehouse;
+    if wh.catalog.current_location(&p.target).await?.is_none() {
+        let arrow_schema = match batches.first() {
+            Some(b) => b.schema(),
+            None => Arc::new(
+                df_schema_of(&ctx, &p.sql)
+                    .await
+                    .map_err(|e| fail(e.to_string()))?,
+            ),
+        };
+        let relaxed = arrow::datatypes::Schema::new(
+            arrow_schema
+                .fields()
+                .iter()
+                .map(|f| f.as_ref().clone().with_nullable(true))
+                .collect::<Vec<_>>(),
+        );
+        let schema = iceberg::arrow::arrow_schema_to_schema_auto_assign_ids(&relaxed)
+            .map_err(|e| fail(e.to_string()))?;
+        wh.create_table(
+            &p.target,
+            schema,
+            None,
+            None,
+            HashMap::new(),
+            FormatVersion::V2,
+        )
+        .await?;
+    }
+    // Generated properties, when the warehouse uses them, are applied before writing so the
+    // rebuilt files carry the right metrics (a rebuilt table must not lose them).
+    if crate::ops::properties::in_use(wh).await? {
+        let gov = ws.governance()?;
+        let t = wh.load(&p.target).await?;
+        let g = crate::ops::properties::generate(&t, &gov);
+        if !crate::ops::properties::missing(&t, &g).is_empty() {
+            let mut a = crate::commit::SetProperties {
+                set: g.set.into_iter().collect(),
+                remove: g.remove,
+            };
+            crate::commit::commit(wh, &p.target, &mut a).await?;
+        }
+    }
+    let mut summary = extra;
+    summary.insert("lethe-pipeline".to_string(), p.name.clone());
+    let snapshot_id = replace_contents(
+        wh,
+        &p.target,
+        &batches,
+        summary,
+        WriteOptions {
+            max_rows_per_file: Some(50_000),
+        },
+    )
+    .await
+    .map_err(|e| fail(format!("writing {}: {e}", p.target)))?;
+    let lineage_file = record_lineage(ws, p, &lineage).await?;
+    Ok(PipelineRun {
+        pipeline: p.name.clone(),
+        target: p.target.to_string(),
+        rows,
+        snapshot_id,
+        lineage_file,
+    })
+}
+
+async fn df_schema_of(
+    ctx: &SessionContext,
+    sql: &str,
+) -> datafusion::error::Result<arrow::datatypes::Schema> {
+    let df = ctx.sql(sql).await?;
+    Ok(df.schema().as_arrow().clone())
+}
+
+fn transformation(i: &lethe_sql::InputColumn) -> Transformation {
+    let kind = match i.kind {
+        lethe_sql::LineageKind::Direct => TransformationType::Direct,
+        lethe_sql::LineageKind::Indirect => TransformationType::Indirect,
+    };
+    let t = Transformation::new(kind, i.subtype.as_str());
+    match &i.description {
+        Some(d) => t.with_description(d.clone()),
+        None => t,
+    }
+}
+
+/// Writes the run's OpenLineage event into `lineage/` and returns its path.
+async fn record_lineage(
+    ws: &Workspace,
+    p: &Pipeline,
+    lineage: &lethe_sql::ColumnLineage,
+) -> Result<PathBuf> {
+    let ns = ws.lineage_namespace();
+    let now = ws.clock.now();
+    let run_id = uuid::Uuid::new_v4();
+    let target = ws.warehouse.load(&p.target).await?;
+    let schema_facet = |t: &crate::table::LoadedTable| {
+        SchemaDatasetFacet::new(
+            PRODUCER,
+            t.metadata
+                .current_schema()
+                .as_struct()
+                .fields()
+                .iter()
+                .map(|f| SchemaField::new(f.name.clone(), f.field_type.to_string())),
+        )
+    };
+    let mut facet = ColumnLineageDatasetFacet::new(PRODUCER);
+    for out in &lineage.outputs {
+        let inputs: Vec<InputField> = out
+            .inputs
+            .iter()
+            .map(|i| {
+                InputField::new(
+                    ns.clone(),
+                    i.table.clone(),
+                    i.column.clone(),
+                    [transformation(i)],
+                )
+            })
+            .collect();
+        facet = facet.with_field(out.name.clone(), inputs);
+    }
+    for i in &lineage.dataset_indirect {
+        facet = facet.with_dataset_input(InputField::new(
+            ns.clone(),
+            i.table.clone(),
+            i.column.clone(),
+            [transformation(i)],
+        ));
+    }
+    let mut event = RunEvent::complete(
+        PRODUCER,
+        Job::new(JOB_NAMESPACE, p.name.clone()),
+        run_id,
+        now,
+    );
+    for t in &lineage.tables {
+        let mut input = InputDataset::new(ns.clone(), t.clone());
+        if let Ok(name) = TableName::parse(t)
+            && let Ok(loaded) = ws.warehouse.load(&name).await
+        {
+            input = input.with_schema(schema_facet(&loaded));
+        }
+        event = event.with_input(input);
+    }
+    event = event.with_output(
+        OutputDataset::new(ns.clone(), p.target.to_string())
+            .with_schema(schema_facet(&target))
+            .with_column_lineage(facet),
+    );
+    let dir = &ws.config.paths.lineage;
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir.display().to_string(), e))?;
+    let file = dir.join(format!(
+        "{}-{}-{}.json",
+        now.format("%Y%m%dT%H%M%S%.3fZ"),
+        p.name,
+        &run_id.to_string()[..8]
+    ));
+    std::fs::write(&file, event.to_json_pretty()?)
+        .map_err(|e| Error::io(file.display().to_string(), e))?;
+    Ok(file)
+}

@@ -1,0 +1,134 @@
+//! Reading data files in a table's current schema.
+//!
+//! Columns are matched by Iceberg field id (`PARQUET:field_id`), so a column renamed since the
+//! file was written is read under its new name, a column added since reads as null, and a
+//! dropped one is ignored. Files without field ids (imported from Hive, say) fall back to
+//! matching by name. Types are cast to the current type (promotion: int to long, float to
+//! double, wider decimals).
+
+use std::collections::HashMap;
+
+use arrow::array::{ArrayRef, RecordBatch, new_null_array};
+use arrow::compute;
+use arrow::datatypes::{Field, SchemaRef as ArrowSchemaRef};
+use iceberg::spec::Schema;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+use crate::error::{Error, Result};
+use crate::store::FileStore;
+use crate::writer;
+
+const FIELD_ID_KEY: &str = "PARQUET:field_id";
+
+fn field_id(f: &Field) -> Option<i32> {
+    f.metadata().get(FIELD_ID_KEY).and_then(|v| v.parse().ok())
+}
+
+/// Reads a whole Parquet data file as batches in `schema` (the table's current schema).
+pub fn read_data_file(
+    store: &dyn FileStore,
+    location: &str,
+    schema: &Schema,
+) -> Result<Vec<RecordBatch>> {
+    let reader = store.open(location)?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(reader).map_err(|e| {
+        Error::invalid(format!(
+            "data file {location} can't be read as Parquet: {e}"
+        ))
+    })?;
+    let file_schema = builder.schema().clone();
+    let target = writer::arrow_schema(schema)?;
+    let mapping = map_columns(&file_schema, schema, &target);
+    let reader = builder.with_batch_size(65_536).build()?;
+    let mut out = Vec::new();
+    for batch in reader {
+        let batch = batch?;
+        out.push(project(&batch, &mapping, schema, &target, location)?);
+    }
+    Ok(out)
+}
+
+/// For each target column, the index of the file column that holds it.
+fn map_columns(
+    file: &ArrowSchemaRef,
+    schema: &Schema,
+    target: &ArrowSchemaRef,
+) -> Vec<Option<usize>> {
+    let by_id: HashMap<i32, usize> = file
+        .fields()
+        .iter()
+        .enumerate()
+        .filter_map(|(i, f)| field_id(f).map(|id| (id, i)))
+        .collect();
+    let any_ids = !by_id.is_empty();
+    schema
+        .as_struct()
+        .fields()
+        .iter()
+        .zip(target.fields())
+        .map(|(f, tf)| {
+            if any_ids {
+                by_id.get(&f.id).copied()
+            } else {
+                file.index_of(tf.name()).ok()
+            }
+        })
+        .collect()
+}
+
+fn project(
+    batch: &RecordBatch,
+    mapping: &[Option<usize>],
+    schema: &Schema,
+    target: &ArrowSchemaRef,
+    location: &str,
+) -> Result<RecordBatch> {
+    let mut cols: Vec<ArrayRef> = Vec::with_capacity(mapping.len());
+    for ((m, tf), f) in mapping
+        .iter()
+        .zip(target.fields())
+        .zip(schema.as_struct().fields())
+    {
+        let col = match m {
+            Some(i) => {
+                let c = batch.column(*i);
+                if c.data_type() == tf.data_type() {
+                    c.clone()
+                } else {
+                    compute::cast(c, tf.data_type()).map_err(|e| {
+                        Error::invalid(format!(
+                            "{location}: column `{}` (field id {}) can't be read as {}: {e}",
+                            tf.name(),
+                            f.id,
+                            f.field_type
+                        ))
+                    })?
+                }
+            }
+            None => {
+                if f.required && f.initial_default.is_none() {
+                    return Err(Error::invalid(format!(
+                        "{location}: required column `{}` (field id {}) is missing from the file",
+                        tf.name(),
+                        f.id
+                    )));
+                }
+                new_null_array(tf.data_type(), batch.num_rows())
+            }
+        };
+        cols.push(col);
+    }
+    let opts = arrow::array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
+    // Nullability of the target may be stricter than a file column that merely has no nulls.
+    let relaxed = std::sync::Arc::new(arrow::datatypes::Schema::new_with_metadata(
+        target
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone().with_nullable(true))
+            .collect::<Vec<_>>(),
+        target.metadata().clone(),
+    ));
+    let b = RecordBatch::try_new_with_options(relaxed, cols.clone(), &opts)?;
+    // Back to the exact target schema when the data allows it.
+    Ok(RecordBatch::try_new_with_options(target.clone(), cols, &opts).unwrap_or(b))
+}

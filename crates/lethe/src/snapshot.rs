@@ -1,0 +1,424 @@
+//! Producing a snapshot: manifests, a manifest list and the updates that add it to a table.
+//!
+//! lethe owns this path because the iceberg crate offers no overwrite or delete commit. The
+//! result is what Iceberg Java's `MergingSnapshotProducer` writes for the same change:
+//!
+//! - a manifest is carried over unchanged when none of its entries is removed and it holds no
+//!   `DELETED` entry from an earlier snapshot;
+//! - otherwise it is rewritten: live entries that stay become `EXISTING` (their snapshot id and
+//!   data/file sequence numbers preserved), removed ones `DELETED` in this snapshot, and earlier
+//!   `DELETED` entries are dropped (their column bounds can hold a removed person's values); a
+//!   manifest left with no entry is dropped;
+//! - added data files go into a new data manifest, added delete files into a delete manifest;
+//! - the summary carries Java's standard counts (`added-data-files`, `deleted-records`,
+//!   `total-records`, ...) computed from the new live set, plus the caller's keys.
+//!
+//! Format v1 and v2 tables are written in their own manifest formats; v3 tables are refused
+//! before anything is written.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use iceberg::spec::{
+    DataContentType, DataFile, FormatVersion, ManifestContentType, ManifestFile,
+    ManifestListWriter, ManifestStatus, ManifestWriterBuilder, Operation, Snapshot,
+    SnapshotReference, SnapshotRetention, Summary,
+};
+use iceberg::{TableRequirement, TableUpdate};
+use rand::Rng;
+
+use crate::commit::ActionCommit;
+use crate::error::{Error, Result};
+use crate::table::{LoadedTable, Warehouse};
+
+/// The change a new snapshot makes.
+#[derive(Debug, Clone)]
+pub struct SnapshotChanges {
+    /// The snapshot's operation (`append`, `overwrite`, `delete`, `replace`).
+    pub operation: Operation,
+    /// Data files to add.
+    pub added_data: Vec<DataFile>,
+    /// Delete files to add.
+    pub added_deletes: Vec<DataFile>,
+    /// Locations of live files (data or delete) to remove.
+    pub removed: HashSet<String>,
+    /// Rewrite every manifest even when nothing in it changes (compacts DELETED entries away).
+    pub rewrite_all_manifests: bool,
+    /// Extra summary keys (`erasure-request`, `retention-rule`, ...).
+    pub summary: BTreeMap<String, String>,
+}
+
+impl SnapshotChanges {
+    /// A change of the given operation with nothing in it yet.
+    pub fn new(operation: Operation) -> Self {
+        SnapshotChanges {
+            operation,
+            added_data: Vec::new(),
+            added_deletes: Vec::new(),
+            removed: HashSet::new(),
+            rewrite_all_manifests: false,
+            summary: BTreeMap::new(),
+        }
+    }
+}
+
+/// Refuses tables lethe can't write correctly.
+pub fn check_writable(table: &LoadedTable) -> Result<()> {
+    if table.metadata.format_version() == FormatVersion::V3 {
+        return Err(Error::Unsupported {
+            table: table.name.to_string(),
+            feature: "format version 3".into(),
+            detail: "lethe writes v1 and v2 tables; v3 (deletion vectors, row lineage, default values) is not supported yet".into(),
+        });
+    }
+    Ok(())
+}
+
+fn new_snapshot_id(table: &LoadedTable) -> i64 {
+    let mut rng = rand::rng();
+    loop {
+        let id: i64 = rng.random_range(1..i64::MAX);
+        if table.metadata.snapshot_by_id(id).is_none() {
+            return id;
+        }
+    }
+}
+
+/// Writes the manifests and manifest list for `changes` on top of the table's current snapshot
+/// and returns the updates and requirements that commit it. `written` lists every file written
+/// here (for cleanup if the commit fails for certain).
+pub async fn produce(
+    wh: &Warehouse,
+    table: &LoadedTable,
+    changes: SnapshotChanges,
+) -> Result<ActionCommit> {
+    check_writable(table)?;
+    let meta = &table.metadata;
+    let version = meta.format_version();
+    let snapshot_id = new_snapshot_id(table);
+    let parent = table.current_snapshot().cloned();
+    let sequence_number = meta.next_sequence_number();
+    let schema = meta.current_schema().clone();
+    let location = table.location().to_string();
+    let file_io = wh.store.file_io();
+    let mut written: Vec<String> = Vec::new();
+    let mut manifests: Vec<ManifestFile> = Vec::new();
+    let mut found_removed: HashSet<String> = HashSet::new();
+    let mut removed_files: Vec<DataFile> = Vec::new();
+    let mut live_after: Vec<DataFile> = Vec::new();
+    let mut counter = 0usize;
+
+    let result: Result<()> = async {
+        if let Some(parent) = &parent {
+            for mf in wh.manifest_list(table, parent)?.entries() {
+                let entries = wh.manifest_entries(mf).await?;
+                let touches = entries.iter().any(|e| {
+                    e.status == ManifestStatus::Deleted
+                        || (e.status != ManifestStatus::Deleted
+                            && changes.removed.contains(e.data_file.file_path()))
+                });
+                if !touches && !changes.rewrite_all_manifests {
+                    live_after.extend(
+                        entries
+                            .into_iter()
+                            .filter(|e| e.status != ManifestStatus::Deleted)
+                            .map(|e| e.data_file),
+                    );
+                    manifests.push(mf.clone());
+                    continue;
+                }
+                let spec = meta
+                    .partition_spec_by_id(mf.partition_spec_id)
+                    .ok_or_else(|| {
+                        Error::Internal(format!(
+                            "{}: manifest {} names unknown partition spec {}",
+                            table.name, mf.manifest_path, mf.partition_spec_id
+                        ))
+                    })?;
+                let kept = entries
+                    .iter()
+                    .filter(|e| e.status != ManifestStatus::Deleted)
+                    .count();
+                if kept == 0 {
+                    continue;
+                }
+                counter += 1;
+                let path = format!(
+                    "{location}/metadata/{}-m{counter}.avro",
+                    uuid::Uuid::new_v4()
+                );
+                let builder = ManifestWriterBuilder::new(
+                    file_io.new_output(&path)?,
+                    Some(snapshot_id),
+                    schema.clone(),
+                    spec.as_ref().clone(),
+                );
+                let mut writer = match (version, mf.content) {
+                    (FormatVersion::V1, _) => builder.build_v1(),
+                    (_, ManifestContentType::Data) => builder.build_v2_data(),
+                    (_, ManifestContentType::Deletes) => builder.build_v2_deletes(),
+                };
+                written.push(path);
+                for e in entries {
+                    if e.status == ManifestStatus::Deleted {
+                        continue;
+                    }
+                    let seq = e.sequence_number.unwrap_or(0);
+                    let file_seq = e.file_sequence_number.or(Some(seq));
+                    if changes.removed.contains(e.data_file.file_path()) {
+                        found_removed.insert(e.data_file.file_path().to_string());
+                        removed_files.push(e.data_file.clone());
+                        writer.add_delete_file(e.data_file, seq, file_seq)?;
+                    } else {
+                        live_after.push(e.data_file.clone());
+                        let sid = e.snapshot_id.unwrap_or(snapshot_id);
+                        writer.add_existing_file(e.data_file, sid, seq, file_seq)?;
+                    }
+                }
+                manifests.push(writer.write_manifest_file().await?);
+            }
+        }
+        let missing: Vec<&String> = changes
+            .removed
+            .iter()
+            .filter(|p| !found_removed.contains(*p))
+            .collect();
+        if !missing.is_empty() {
+            return Err(Error::Internal(format!(
+                "{}: files to remove are not live in the current snapshot: {}",
+                table.name,
+                missing
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+        for (files, content) in [
+            (&changes.added_data, ManifestContentType::Data),
+            (&changes.added_deletes, ManifestContentType::Deletes),
+        ] {
+            if files.is_empty() {
+                continue;
+            }
+            if version == FormatVersion::V1 && content == ManifestContentType::Deletes {
+                return Err(Error::Unsupported {
+                    table: table.name.to_string(),
+                    feature: "delete files in a v1 table".into(),
+                    detail: "format v1 has no delete files".into(),
+                });
+            }
+            counter += 1;
+            let path = format!(
+                "{location}/metadata/{}-m{counter}.avro",
+                uuid::Uuid::new_v4()
+            );
+            let builder = ManifestWriterBuilder::new(
+                file_io.new_output(&path)?,
+                Some(snapshot_id),
+                schema.clone(),
+                meta.default_partition_spec().as_ref().clone(),
+            );
+            let mut writer = match (version, content) {
+                (FormatVersion::V1, _) => builder.build_v1(),
+                (_, ManifestContentType::Data) => builder.build_v2_data(),
+                (_, ManifestContentType::Deletes) => builder.build_v2_deletes(),
+            };
+            written.push(path);
+            for f in files {
+                live_after.push(f.clone());
+                writer.add_file(f.clone(), -1)?;
+            }
+            manifests.push(writer.write_manifest_file().await?);
+        }
+        Ok(())
+    }
+    .await;
+    if let Err(e) = result {
+        for w in &written {
+            let _ = wh.store.delete(w);
+        }
+        return Err(e);
+    }
+
+    let list_path = format!(
+        "{location}/metadata/snap-{snapshot_id}-1-{}.avro",
+        uuid::Uuid::new_v4()
+    );
+    written.push(list_path.clone());
+    let list_result: Result<()> = async {
+        let out = file_io.new_output(&list_path)?.writer().await?;
+        let mut list = match version {
+            FormatVersion::V1 => {
+                ManifestListWriter::v1(out, snapshot_id, parent.as_ref().map(|p| p.snapshot_id()))
+            }
+            _ => ManifestListWriter::v2(
+                out,
+                snapshot_id,
+                parent.as_ref().map(|p| p.snapshot_id()),
+                sequence_number,
+            ),
+        };
+        list.add_manifests(manifests.into_iter())?;
+        list.close().await?;
+        Ok(())
+    }
+    .await;
+    if let Err(e) = list_result {
+        for w in &written {
+            let _ = wh.store.delete(w);
+        }
+        return Err(e);
+    }
+
+    let summary = summarize(&changes, &removed_files, &live_after);
+    let now = chrono::Utc::now().timestamp_millis();
+    let timestamp_ms = parent
+        .as_ref()
+        .map_or(now, |p| now.max(p.timestamp_ms() + 1))
+        .max(meta.last_updated_ms());
+    let snapshot = Snapshot::builder()
+        .with_snapshot_id(snapshot_id)
+        .with_parent_snapshot_id(parent.as_ref().map(|p| p.snapshot_id()))
+        .with_sequence_number(if version == FormatVersion::V1 {
+            0
+        } else {
+            sequence_number
+        })
+        .with_timestamp_ms(timestamp_ms)
+        .with_manifest_list(list_path)
+        .with_summary(Summary {
+            operation: changes.operation.clone(),
+            additional_properties: summary,
+        })
+        .with_schema_id(meta.current_schema_id())
+        .build();
+    Ok(ActionCommit {
+        updates: vec![
+            TableUpdate::AddSnapshot { snapshot },
+            TableUpdate::SetSnapshotRef {
+                ref_name: "main".into(),
+                reference: SnapshotReference::new(
+                    snapshot_id,
+                    SnapshotRetention::branch(None, None, None),
+                ),
+            },
+        ],
+        requirements: vec![
+            TableRequirement::UuidMatch { uuid: meta.uuid() },
+            TableRequirement::RefSnapshotIdMatch {
+                r#ref: "main".into(),
+                snapshot_id: parent.as_ref().map(|p| p.snapshot_id()),
+            },
+        ],
+        written,
+        snapshot_id: Some(snapshot_id),
+        trim_metadata_log: false,
+    })
+}
+
+fn summarize(
+    changes: &SnapshotChanges,
+    removed: &[DataFile],
+    live: &[DataFile],
+) -> HashMap<String, String> {
+    let mut s: HashMap<String, String> = HashMap::new();
+    let is = |f: &DataFile, c: DataContentType| f.content_type() == c;
+    let count =
+        |files: &[DataFile], c: DataContentType| files.iter().filter(|f| is(f, c)).count() as u64;
+    let records = |files: &[DataFile], c: DataContentType| {
+        files
+            .iter()
+            .filter(|f| is(f, c))
+            .map(|f| f.record_count())
+            .sum::<u64>()
+    };
+    let size = |files: &[DataFile]| files.iter().map(|f| f.file_size_in_bytes()).sum::<u64>();
+    let mut put = |k: &str, v: u64, always: bool| {
+        if v > 0 || always {
+            s.insert(k.to_string(), v.to_string());
+        }
+    };
+    let added: Vec<DataFile> = changes
+        .added_data
+        .iter()
+        .chain(changes.added_deletes.iter())
+        .cloned()
+        .collect();
+    put(
+        "added-data-files",
+        count(&added, DataContentType::Data),
+        false,
+    );
+    put(
+        "deleted-data-files",
+        count(removed, DataContentType::Data),
+        false,
+    );
+    put(
+        "added-records",
+        records(&added, DataContentType::Data),
+        false,
+    );
+    put(
+        "deleted-records",
+        records(removed, DataContentType::Data),
+        false,
+    );
+    put("added-files-size", size(&added), false);
+    put("removed-files-size", size(removed), false);
+    let added_deletes = count(&added, DataContentType::PositionDeletes)
+        + count(&added, DataContentType::EqualityDeletes);
+    let removed_deletes = count(removed, DataContentType::PositionDeletes)
+        + count(removed, DataContentType::EqualityDeletes);
+    put("added-delete-files", added_deletes, false);
+    put("removed-delete-files", removed_deletes, false);
+    put(
+        "added-position-deletes",
+        records(&added, DataContentType::PositionDeletes),
+        false,
+    );
+    put(
+        "removed-position-deletes",
+        records(removed, DataContentType::PositionDeletes),
+        false,
+    );
+    put(
+        "added-equality-deletes",
+        records(&added, DataContentType::EqualityDeletes),
+        false,
+    );
+    put(
+        "removed-equality-deletes",
+        records(removed, DataContentType::EqualityDeletes),
+        false,
+    );
+    let partitions: HashSet<String> = added
+        .iter()
+        .chain(removed.iter())
+        .map(|f| format!("{:?}", f.partition()))
+        .collect();
+    put("changed-partition-count", partitions.len() as u64, true);
+    put("total-records", records(live, DataContentType::Data), true);
+    put("total-files-size", size(live), true);
+    put("total-data-files", count(live, DataContentType::Data), true);
+    put(
+        "total-delete-files",
+        count(live, DataContentType::PositionDeletes)
+            + count(live, DataContentType::EqualityDeletes),
+        true,
+    );
+    put(
+        "total-position-deletes",
+        records(live, DataContentType::PositionDeletes),
+        true,
+    );
+    put(
+        "total-equality-deletes",
+        records(live, DataContentType::EqualityDeletes),
+        true,
+    );
+    for (k, v) in &changes.summary {
+        s.insert(k.clone(), v.clone());
+    }
+    s
+}

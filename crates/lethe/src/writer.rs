@@ -1,0 +1,810 @@
+//! lethe's data-file writer: Parquet via arrow-rs, with Iceberg metrics computed by lethe.
+//!
+//! The iceberg crate's own writer stores full bounds and ignores `write.metadata.metrics.*`
+//! (apache/iceberg-rust issue 2362), which would put personal values into manifests. This
+//! writer honours the table's metrics modes (see [`crate::metrics`]): `none` keeps nothing,
+//! `counts` keeps value/null/NaN counts and column sizes, `truncate(n)` adds bounds truncated as
+//! Iceberg Java does, `full` whole bounds. Bounds are computed from the Arrow values written
+//! (NaN excluded, as the spec requires); string order is UTF-8 byte order.
+//!
+//! Files are split by partition (the table's default spec, with the iceberg crate's transform
+//! functions) and rolled at `max_rows_per_file`. Paths follow PyIceberg's layout:
+//! `<table location>/data/<partition path>/<uuid>-<n>.parquet`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, UInt32Array};
+use arrow::compute;
+use arrow::datatypes::{
+    DataType, Date32Type, Decimal128Type, Float32Type, Float64Type, Int32Type, Int64Type,
+    SchemaRef as ArrowSchemaRef, Time64MicrosecondType, TimeUnit, TimestampMicrosecondType,
+    TimestampMillisecondType, TimestampNanosecondType, TimestampSecondType,
+};
+use arrow::row::{RowConverter, SortField};
+use iceberg::spec::{
+    DataContentType, DataFile, DataFileBuilder, DataFileFormat, Datum, Literal, NestedFieldRef,
+    PartitionSpecRef, PrimitiveLiteral, PrimitiveType, Schema, SchemaRef, Struct, TableMetadata,
+    Type,
+};
+use iceberg::transform::{BoxedTransformFunction, create_transform_function};
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::WriterProperties;
+
+use crate::error::{Error, Result};
+use crate::metrics::{self, MetricsConfig, MetricsMode};
+use crate::store::{FileSink, FileStore};
+
+/// Options of a write.
+#[derive(Debug, Clone)]
+pub struct WriteOptions {
+    /// Start a new file after this many rows (None: one file per partition).
+    pub max_rows_per_file: Option<usize>,
+}
+
+impl Default for WriteOptions {
+    fn default() -> Self {
+        WriteOptions {
+            max_rows_per_file: Some(1_000_000),
+        }
+    }
+}
+
+/// The Arrow schema lethe writes for an Iceberg schema (field ids in `PARQUET:field_id`).
+pub fn arrow_schema(schema: &Schema) -> Result<ArrowSchemaRef> {
+    Ok(Arc::new(iceberg::arrow::schema_to_arrow_schema(schema)?))
+}
+
+struct OpenFile {
+    location: String,
+    writer: ArrowWriter<Box<dyn FileSink>>,
+    rows: usize,
+    stats: HashMap<i32, ColumnStats>,
+    partition: Struct,
+}
+
+/// Writes Arrow batches (already in the table's Arrow schema) into data files of one table.
+pub struct TableWriter<'a> {
+    store: &'a dyn FileStore,
+    schema: SchemaRef,
+    arrow_schema: ArrowSchemaRef,
+    spec: PartitionSpecRef,
+    transforms: Vec<(usize, BoxedTransformFunction)>,
+    metrics: MetricsConfig,
+    props: WriterProperties,
+    location: String,
+    options: WriteOptions,
+    open: HashMap<Vec<u8>, OpenFile>,
+    done: Vec<DataFile>,
+    run: String,
+    counter: usize,
+}
+
+impl std::fmt::Debug for TableWriter<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TableWriter")
+            .field("location", &self.location)
+            .field("open_files", &self.open.len())
+            .field("done", &self.done.len())
+            .finish()
+    }
+}
+
+fn compression(props: &HashMap<String, String>) -> Result<Compression> {
+    let codec = props
+        .get("write.parquet.compression-codec")
+        .map(|s| s.to_ascii_lowercase())
+        .unwrap_or_else(|| "zstd".into());
+    let level = props
+        .get("write.parquet.compression-level")
+        .and_then(|s| s.parse::<i32>().ok());
+    Ok(match codec.as_str() {
+        "zstd" => Compression::ZSTD(
+            ZstdLevel::try_new(level.unwrap_or(1))
+                .map_err(|e| Error::invalid(format!("write.parquet.compression-level: {e}")))?,
+        ),
+        "snappy" => Compression::SNAPPY,
+        "gzip" => Compression::GZIP(Default::default()),
+        "uncompressed" | "none" => Compression::UNCOMPRESSED,
+        other => {
+            return Err(Error::invalid(format!(
+                "write.parquet.compression-codec `{other}` is not supported (zstd, snappy, gzip, uncompressed)"
+            )));
+        }
+    })
+}
+
+impl<'a> TableWriter<'a> {
+    /// A writer for the table described by `metadata` (current schema, default partition spec,
+    /// properties).
+    pub fn new(
+        store: &'a dyn FileStore,
+        metadata: &TableMetadata,
+        options: WriteOptions,
+    ) -> Result<Self> {
+        let schema = metadata.current_schema().clone();
+        let spec = metadata.default_partition_spec().clone();
+        let mut transforms = Vec::new();
+        for field in spec.fields() {
+            let pos = schema
+                .as_struct()
+                .fields()
+                .iter()
+                .position(|f| f.id == field.source_id)
+                .ok_or_else(|| {
+                    Error::invalid(format!(
+                        "partition field `{}` has a source column that isn't a top-level column",
+                        field.name
+                    ))
+                })?;
+            transforms.push((pos, create_transform_function(&field.transform)?));
+        }
+        let props = metadata.properties();
+        let row_group = props
+            .get("write.parquet.row-group-limit")
+            .and_then(|s| s.parse::<usize>().ok())
+            .unwrap_or(1_048_576);
+        let writer_props = WriterProperties::builder()
+            .set_compression(compression(props)?)
+            .set_max_row_group_row_count(Some(row_group))
+            .set_created_by("lethe".to_string())
+            .build();
+        Ok(TableWriter {
+            store,
+            arrow_schema: arrow_schema(&schema)?,
+            metrics: MetricsConfig::from_properties(&schema, props)?,
+            schema,
+            spec,
+            transforms,
+            props: writer_props,
+            location: metadata.location().trim_end_matches('/').to_string(),
+            options,
+            open: HashMap::new(),
+            done: Vec::new(),
+            run: uuid::Uuid::new_v4().to_string(),
+            counter: 0,
+        })
+    }
+
+    /// The Arrow schema batches must have.
+    pub fn arrow_schema(&self) -> &ArrowSchemaRef {
+        &self.arrow_schema
+    }
+
+    /// Writes a batch; it must have the table's Arrow schema (see [`align_batch`]).
+    pub fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        if batch.schema().fields().len() != self.arrow_schema.fields().len() {
+            return Err(Error::Internal(
+                "batch does not have the table's schema".into(),
+            ));
+        }
+        if self.transforms.is_empty() {
+            return self.write_partition(Vec::new(), Struct::empty(), batch);
+        }
+        let part_arrays = self
+            .transforms
+            .iter()
+            .map(|(pos, f)| f.transform(batch.column(*pos).clone()))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let converter = RowConverter::new(
+            part_arrays
+                .iter()
+                .map(|a| SortField::new(a.data_type().clone()))
+                .collect(),
+        )?;
+        let rows = converter.convert_columns(&part_arrays)?;
+        let mut groups: Vec<(Vec<u8>, Vec<u32>)> = Vec::new();
+        let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
+        for i in 0..batch.num_rows() {
+            let key = rows.row(i).as_ref().to_vec();
+            let slot = *index.entry(key.clone()).or_insert_with(|| {
+                groups.push((key, Vec::new()));
+                groups.len() - 1
+            });
+            groups[slot].1.push(i as u32);
+        }
+        let part_type = self.spec.partition_type(&self.schema)?;
+        for (key, idx) in groups {
+            let first = idx[0] as usize;
+            let values = part_arrays
+                .iter()
+                .zip(part_type.fields())
+                .map(|(a, f)| literal_at(a, first, &f.field_type))
+                .collect::<Result<Vec<_>>>()?;
+            let indices = UInt32Array::from(idx);
+            let columns = batch
+                .columns()
+                .iter()
+                .map(|c| compute::take(c, &indices, None))
+                .collect::<std::result::Result<Vec<_>, _>>()?;
+            let part_batch = RecordBatch::try_new(batch.schema(), columns)?;
+            self.write_partition(key, Struct::from_iter(values), &part_batch)?;
+        }
+        Ok(())
+    }
+
+    fn write_partition(
+        &mut self,
+        key: Vec<u8>,
+        partition: Struct,
+        batch: &RecordBatch,
+    ) -> Result<()> {
+        let mut offset = 0;
+        while offset < batch.num_rows() {
+            if !self.open.contains_key(&key) {
+                let file = self.open_file(&partition)?;
+                self.open.insert(key.clone(), file);
+            }
+            let file = self.open.get_mut(&key).expect("just inserted");
+            let room = self
+                .options
+                .max_rows_per_file
+                .map_or(usize::MAX, |m| m.saturating_sub(file.rows).max(1));
+            let take = room.min(batch.num_rows() - offset);
+            let slice = batch.slice(offset, take);
+            file.writer.write(&slice)?;
+            file.rows += take;
+            update_stats(
+                self.schema.as_struct().fields(),
+                slice.columns(),
+                &self.metrics,
+                &mut file.stats,
+            )?;
+            offset += take;
+            if self
+                .options
+                .max_rows_per_file
+                .is_some_and(|m| file.rows >= m)
+            {
+                let file = self.open.remove(&key).expect("present");
+                let df = self.close_file(file)?;
+                self.done.push(df);
+            }
+        }
+        Ok(())
+    }
+
+    fn open_file(&mut self, partition: &Struct) -> Result<OpenFile> {
+        self.counter += 1;
+        let dir = if self.transforms.is_empty() {
+            format!("{}/data", self.location)
+        } else {
+            format!(
+                "{}/data/{}",
+                self.location,
+                self.spec.partition_to_path(partition, self.schema.clone())
+            )
+        };
+        let location = format!("{dir}/{:05}-{}.parquet", self.counter, self.run);
+        let sink = self.store.create(&location)?;
+        let writer =
+            ArrowWriter::try_new(sink, self.arrow_schema.clone(), Some(self.props.clone()))?;
+        Ok(OpenFile {
+            location,
+            writer,
+            rows: 0,
+            stats: HashMap::new(),
+            partition: partition.clone(),
+        })
+    }
+
+    fn close_file(&self, file: OpenFile) -> Result<DataFile> {
+        let OpenFile {
+            location,
+            mut writer,
+            rows,
+            stats,
+            partition,
+        } = file;
+        let meta = writer.finish()?;
+        let size = writer.inner_mut().finish()?;
+        let mut column_sizes: HashMap<i32, u64> = HashMap::new();
+        let mut split_offsets = Vec::new();
+        for rg in meta.row_groups() {
+            split_offsets.push(rg.file_offset().unwrap_or(4));
+            for col in rg.columns() {
+                let id = col.column_descr().self_type().get_basic_info();
+                if id.has_id() {
+                    *column_sizes.entry(id.id()).or_default() += col.compressed_size() as u64;
+                }
+            }
+        }
+        let mut b = DataFileBuilder::default();
+        b.content(DataContentType::Data)
+            .file_path(location)
+            .file_format(DataFileFormat::Parquet)
+            .partition(partition)
+            .partition_spec_id(self.spec.spec_id())
+            .record_count(rows as u64)
+            .file_size_in_bytes(size)
+            .split_offsets(Some(split_offsets));
+        let mut sizes = HashMap::new();
+        let mut values = HashMap::new();
+        let mut nulls = HashMap::new();
+        let mut nans = HashMap::new();
+        let mut lower = HashMap::new();
+        let mut upper = HashMap::new();
+        for (name_id, field) in metrics::primitive_leaves(&self.schema)
+            .into_iter()
+            .map(|(_, f)| (f.id, f))
+        {
+            let mode = self.metrics.mode(name_id);
+            if !mode.keeps_counts() {
+                continue;
+            }
+            if let Some(s) = column_sizes.get(&name_id) {
+                sizes.insert(name_id, *s);
+            }
+            let Some(st) = stats.get(&name_id) else {
+                continue;
+            };
+            values.insert(name_id, st.values);
+            nulls.insert(name_id, st.nulls);
+            if st.float {
+                nans.insert(name_id, st.nans);
+            }
+            if mode.keeps_bounds() {
+                let Type::Primitive(p) = field.field_type.as_ref() else {
+                    continue;
+                };
+                if let Some(min) = &st.min
+                    && let Some(d) = to_datum(min, p, mode, Side::Lower)?
+                {
+                    lower.insert(name_id, d);
+                }
+                if let Some(max) = &st.max
+                    && let Some(d) = to_datum(max, p, mode, Side::Upper)?
+                {
+                    upper.insert(name_id, d);
+                }
+            }
+        }
+        b.column_sizes(sizes)
+            .value_counts(values)
+            .null_value_counts(nulls)
+            .nan_value_counts(nans)
+            .lower_bounds(lower)
+            .upper_bounds(upper);
+        b.build()
+            .map_err(|e| Error::Internal(format!("data file metadata: {e}")))
+    }
+
+    /// Closes every open file and returns the data files written.
+    pub fn finish(mut self) -> Result<Vec<DataFile>> {
+        let mut keys: Vec<Vec<u8>> = self.open.keys().cloned().collect();
+        keys.sort();
+        for k in keys {
+            let file = self.open.remove(&k).expect("present");
+            let df = self.close_file(file)?;
+            self.done.push(df);
+        }
+        Ok(self.done)
+    }
+
+    /// Locations of files written so far and still open (for cleanup after a failure).
+    pub fn locations(&self) -> Vec<String> {
+        self.done
+            .iter()
+            .map(|d| d.file_path().to_string())
+            .chain(self.open.values().map(|f| f.location.clone()))
+            .collect()
+    }
+}
+
+/// Writes `batches` (in the table's Arrow schema) and returns the data files.
+pub fn write_batches(
+    store: &dyn FileStore,
+    metadata: &TableMetadata,
+    batches: &[RecordBatch],
+    options: WriteOptions,
+) -> Result<Vec<DataFile>> {
+    let mut w = TableWriter::new(store, metadata, options)?;
+    for b in batches {
+        if let Err(e) = w.write(b) {
+            cleanup(store, &w.locations());
+            return Err(e);
+        }
+    }
+    let locations = w.locations();
+    w.finish().inspect_err(|_| cleanup(store, &locations))
+}
+
+fn cleanup(store: &dyn FileStore, locations: &[String]) {
+    for l in locations {
+        if let Err(e) = store.delete(l) {
+            tracing::warn!("could not remove a partly written file {l}: {e}");
+        }
+    }
+}
+
+/// Casts/reorders a batch to the table's Arrow schema by column name (exact, then
+/// case-insensitive). Missing optional columns become null; a missing required column is an
+/// error naming it.
+pub fn align_batch(
+    batch: &RecordBatch,
+    schema: &Schema,
+    target: &ArrowSchemaRef,
+) -> Result<RecordBatch> {
+    let input = batch.schema();
+    let mut columns = Vec::with_capacity(target.fields().len());
+    for (tf, field) in target.fields().iter().zip(schema.as_struct().fields()) {
+        let pos = input.index_of(tf.name()).ok().or_else(|| {
+            input
+                .fields()
+                .iter()
+                .position(|f| f.name().eq_ignore_ascii_case(tf.name()))
+        });
+        let col = match pos {
+            Some(p) => {
+                let c = batch.column(p);
+                if c.data_type() == tf.data_type() {
+                    c.clone()
+                } else {
+                    compute::cast(c, tf.data_type()).map_err(|e| {
+                        Error::invalid(format!(
+                            "column `{}` can't be written as {}: {e}",
+                            tf.name(),
+                            field.field_type
+                        ))
+                    })?
+                }
+            }
+            None if !field.required => {
+                arrow::array::new_null_array(tf.data_type(), batch.num_rows())
+            }
+            None => {
+                return Err(Error::invalid(format!(
+                    "required column `{}` is missing from the rows to write",
+                    tf.name()
+                )));
+            }
+        };
+        if field.required && col.null_count() > 0 {
+            return Err(Error::invalid(format!(
+                "required column `{}` has {} null values",
+                tf.name(),
+                col.null_count()
+            )));
+        }
+        columns.push(col);
+    }
+    Ok(RecordBatch::try_new(target.clone(), columns)?)
+}
+
+/// A comparable value seen in a column.
+#[derive(Debug, Clone, PartialEq, PartialOrd)]
+enum Scalar {
+    Bool(bool),
+    Int(i64),
+    F32(f32),
+    F64(f64),
+    Dec(i128),
+    Str(String),
+    Bytes(Vec<u8>),
+}
+
+#[derive(Debug, Default)]
+struct ColumnStats {
+    values: u64,
+    nulls: u64,
+    nans: u64,
+    float: bool,
+    min: Option<Scalar>,
+    max: Option<Scalar>,
+}
+
+impl ColumnStats {
+    fn offer(&mut self, lo: Scalar, hi: Scalar) {
+        if self.min.as_ref().is_none_or(|m| lo < *m) {
+            self.min = Some(lo);
+        }
+        if self.max.as_ref().is_none_or(|m| hi > *m) {
+            self.max = Some(hi);
+        }
+    }
+}
+
+fn update_stats(
+    fields: &[NestedFieldRef],
+    arrays: &[ArrayRef],
+    config: &MetricsConfig,
+    stats: &mut HashMap<i32, ColumnStats>,
+) -> Result<()> {
+    for (f, a) in fields.iter().zip(arrays) {
+        match f.field_type.as_ref() {
+            Type::Primitive(_) => {
+                let mode = config.mode(f.id);
+                if mode == MetricsMode::None {
+                    continue;
+                }
+                let st = stats.entry(f.id).or_default();
+                st.values += a.len() as u64;
+                st.nulls += a.null_count() as u64;
+                update_column(a, mode.keeps_bounds(), st)?;
+            }
+            Type::Struct(s) => {
+                if let Some(sa) = a.as_struct_opt() {
+                    update_stats(s.fields(), sa.columns(), config, stats)?;
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn update_column(a: &ArrayRef, bounds: bool, st: &mut ColumnStats) -> Result<()> {
+    match a.data_type() {
+        DataType::Float32 => {
+            st.float = true;
+            let mut lo: Option<f32> = None;
+            let mut hi: Option<f32> = None;
+            for v in a.as_primitive::<Float32Type>().iter().flatten() {
+                if v.is_nan() {
+                    st.nans += 1;
+                } else {
+                    lo = Some(lo.map_or(v, |l| l.min(v)));
+                    hi = Some(hi.map_or(v, |h| h.max(v)));
+                }
+            }
+            if bounds && let (Some(l), Some(h)) = (lo, hi) {
+                st.offer(Scalar::F32(l), Scalar::F32(h));
+            }
+            return Ok(());
+        }
+        DataType::Float64 => {
+            st.float = true;
+            let mut lo: Option<f64> = None;
+            let mut hi: Option<f64> = None;
+            for v in a.as_primitive::<Float64Type>().iter().flatten() {
+                if v.is_nan() {
+                    st.nans += 1;
+                } else {
+                    lo = Some(lo.map_or(v, |l| l.min(v)));
+                    hi = Some(hi.map_or(v, |h| h.max(v)));
+                }
+            }
+            if bounds && let (Some(l), Some(h)) = (lo, hi) {
+                st.offer(Scalar::F64(l), Scalar::F64(h));
+            }
+            return Ok(());
+        }
+        _ => {}
+    }
+    if !bounds || a.null_count() == a.len() {
+        return Ok(());
+    }
+    let pair = match a.data_type() {
+        DataType::Boolean => {
+            let b = a.as_boolean();
+            compute::min_boolean(b)
+                .zip(compute::max_boolean(b))
+                .map(|(l, h)| (Scalar::Bool(l), Scalar::Bool(h)))
+        }
+        DataType::Int32 => {
+            let p = a.as_primitive::<Int32Type>();
+            compute::min(p)
+                .zip(compute::max(p))
+                .map(|(l, h)| (Scalar::Int(l as i64), Scalar::Int(h as i64)))
+        }
+        DataType::Date32 => {
+            let p = a.as_primitive::<Date32Type>();
+            compute::min(p)
+                .zip(compute::max(p))
+                .map(|(l, h)| (Scalar::Int(l as i64), Scalar::Int(h as i64)))
+        }
+        DataType::Int64 => {
+            let p = a.as_primitive::<Int64Type>();
+            compute::min(p)
+                .zip(compute::max(p))
+                .map(|(l, h)| (Scalar::Int(l), Scalar::Int(h)))
+        }
+        DataType::Time64(TimeUnit::Microsecond) => {
+            let p = a.as_primitive::<Time64MicrosecondType>();
+            compute::min(p)
+                .zip(compute::max(p))
+                .map(|(l, h)| (Scalar::Int(l), Scalar::Int(h)))
+        }
+        DataType::Timestamp(unit, _) => {
+            let (l, h) = match unit {
+                TimeUnit::Microsecond => {
+                    let p = a.as_primitive::<TimestampMicrosecondType>();
+                    (compute::min(p), compute::max(p))
+                }
+                TimeUnit::Nanosecond => {
+                    let p = a.as_primitive::<TimestampNanosecondType>();
+                    (compute::min(p), compute::max(p))
+                }
+                TimeUnit::Millisecond => {
+                    let p = a.as_primitive::<TimestampMillisecondType>();
+                    (compute::min(p), compute::max(p))
+                }
+                TimeUnit::Second => {
+                    let p = a.as_primitive::<TimestampSecondType>();
+                    (compute::min(p), compute::max(p))
+                }
+            };
+            l.zip(h).map(|(l, h)| (Scalar::Int(l), Scalar::Int(h)))
+        }
+        DataType::Decimal128(_, _) => {
+            let p = a.as_primitive::<Decimal128Type>();
+            compute::min(p)
+                .zip(compute::max(p))
+                .map(|(l, h)| (Scalar::Dec(l), Scalar::Dec(h)))
+        }
+        DataType::Utf8 => {
+            let s = a.as_string::<i32>();
+            compute::min_string(s)
+                .zip(compute::max_string(s))
+                .map(|(l, h)| (Scalar::Str(l.to_string()), Scalar::Str(h.to_string())))
+        }
+        DataType::LargeUtf8 => {
+            let s = a.as_string::<i64>();
+            compute::min_string(s)
+                .zip(compute::max_string(s))
+                .map(|(l, h)| (Scalar::Str(l.to_string()), Scalar::Str(h.to_string())))
+        }
+        DataType::Binary => {
+            let s = a.as_binary::<i32>();
+            compute::min_binary(s)
+                .zip(compute::max_binary(s))
+                .map(|(l, h)| (Scalar::Bytes(l.to_vec()), Scalar::Bytes(h.to_vec())))
+        }
+        DataType::LargeBinary => {
+            let s = a.as_binary::<i64>();
+            compute::min_binary(s)
+                .zip(compute::max_binary(s))
+                .map(|(l, h)| (Scalar::Bytes(l.to_vec()), Scalar::Bytes(h.to_vec())))
+        }
+        DataType::FixedSizeBinary(_) => {
+            let s = a.as_fixed_size_binary();
+            let lo = s.iter().flatten().min().map(<[u8]>::to_vec);
+            let hi = s.iter().flatten().max().map(<[u8]>::to_vec);
+            lo.zip(hi)
+                .map(|(l, h)| (Scalar::Bytes(l), Scalar::Bytes(h)))
+        }
+        _ => None,
+    };
+    if let Some((l, h)) = pair {
+        st.offer(l, h);
+    }
+    Ok(())
+}
+
+#[derive(Clone, Copy)]
+enum Side {
+    Lower,
+    Upper,
+}
+
+fn to_datum(v: &Scalar, t: &PrimitiveType, mode: MetricsMode, side: Side) -> Result<Option<Datum>> {
+    let n = match mode {
+        MetricsMode::Truncate(n) => Some(n),
+        _ => None,
+    };
+    Ok(Some(match (t, v) {
+        (PrimitiveType::Boolean, Scalar::Bool(b)) => Datum::bool(*b),
+        (PrimitiveType::Int, Scalar::Int(i)) => Datum::int(*i as i32),
+        (PrimitiveType::Long, Scalar::Int(i)) => Datum::long(*i),
+        (PrimitiveType::Date, Scalar::Int(i)) => Datum::date(*i as i32),
+        (PrimitiveType::Time, Scalar::Int(i)) => Datum::time_micros(*i)?,
+        (PrimitiveType::Timestamp, Scalar::Int(i)) => Datum::timestamp_micros(*i),
+        (PrimitiveType::Timestamptz, Scalar::Int(i)) => Datum::timestamptz_micros(*i),
+        (PrimitiveType::TimestampNs, Scalar::Int(i)) => Datum::timestamp_nanos(*i),
+        (PrimitiveType::TimestamptzNs, Scalar::Int(i)) => Datum::timestamptz_nanos(*i),
+        (PrimitiveType::Float, Scalar::F32(f)) => Datum::float(*f),
+        (PrimitiveType::Double, Scalar::F64(f)) => Datum::double(*f),
+        (PrimitiveType::Decimal { .. }, Scalar::Dec(d)) => {
+            Datum::try_from_bytes(&decimal_bytes(*d), t.clone())?
+        }
+        (PrimitiveType::String, Scalar::Str(s)) => match (n, side) {
+            (Some(n), Side::Lower) => Datum::string(metrics::truncate_lower_str(s, n)),
+            (Some(n), Side::Upper) => match metrics::truncate_upper_str(s, n) {
+                Some(u) => Datum::string(u),
+                None => return Ok(None),
+            },
+            (None, _) => Datum::string(s),
+        },
+        (PrimitiveType::Binary, Scalar::Bytes(b)) => match (n, side) {
+            (Some(n), Side::Lower) => Datum::binary(metrics::truncate_lower_bytes(b, n).to_vec()),
+            (Some(n), Side::Upper) => match metrics::truncate_upper_bytes(b, n) {
+                Some(u) => Datum::binary(u),
+                None => return Ok(None),
+            },
+            (None, _) => Datum::binary(b.clone()),
+        },
+        (PrimitiveType::Fixed(_), Scalar::Bytes(b)) => Datum::fixed(b.clone()),
+        (PrimitiveType::Uuid, Scalar::Bytes(b)) => {
+            let u = uuid::Uuid::from_slice(b)
+                .map_err(|e| Error::Internal(format!("uuid bound: {e}")))?;
+            Datum::uuid(u)
+        }
+        _ => return Ok(None),
+    }))
+}
+
+/// Minimal big-endian two's-complement bytes of an unscaled decimal (the spec's encoding).
+fn decimal_bytes(v: i128) -> Vec<u8> {
+    let bytes = v.to_be_bytes();
+    let mut start = 0;
+    while start < 15 {
+        let b = bytes[start];
+        let next = bytes[start + 1];
+        if (b == 0 && next & 0x80 == 0) || (b == 0xFF && next & 0x80 != 0) {
+            start += 1;
+        } else {
+            break;
+        }
+    }
+    bytes[start..].to_vec()
+}
+
+/// The Iceberg literal of row `i` of a partition value array.
+fn literal_at(a: &ArrayRef, i: usize, t: &Type) -> Result<Option<Literal>> {
+    if a.is_null(i) {
+        return Ok(None);
+    }
+    let Type::Primitive(p) = t else {
+        return Err(Error::Internal("partition field of nested type".into()));
+    };
+    let lit = match (p, a.data_type()) {
+        (PrimitiveType::Int | PrimitiveType::Date, DataType::Int32) => {
+            PrimitiveLiteral::Int(a.as_primitive::<Int32Type>().value(i))
+        }
+        (PrimitiveType::Int | PrimitiveType::Date, DataType::Date32) => {
+            PrimitiveLiteral::Int(a.as_primitive::<Date32Type>().value(i))
+        }
+        (PrimitiveType::Long, DataType::Int64) => {
+            PrimitiveLiteral::Long(a.as_primitive::<Int64Type>().value(i))
+        }
+        (
+            PrimitiveType::Timestamp | PrimitiveType::Timestamptz,
+            DataType::Timestamp(TimeUnit::Microsecond, _),
+        ) => PrimitiveLiteral::Long(a.as_primitive::<TimestampMicrosecondType>().value(i)),
+        (PrimitiveType::Boolean, DataType::Boolean) => {
+            PrimitiveLiteral::Boolean(a.as_boolean().value(i))
+        }
+        (PrimitiveType::String, DataType::Utf8) => {
+            PrimitiveLiteral::String(a.as_string::<i32>().value(i).to_string())
+        }
+        (PrimitiveType::String, DataType::LargeUtf8) => {
+            PrimitiveLiteral::String(a.as_string::<i64>().value(i).to_string())
+        }
+        (PrimitiveType::Decimal { .. }, DataType::Decimal128(_, _)) => {
+            PrimitiveLiteral::Int128(a.as_primitive::<Decimal128Type>().value(i))
+        }
+        (PrimitiveType::Binary | PrimitiveType::Fixed(_), DataType::Binary) => {
+            PrimitiveLiteral::Binary(a.as_binary::<i32>().value(i).to_vec())
+        }
+        (PrimitiveType::Binary | PrimitiveType::Fixed(_), DataType::LargeBinary) => {
+            PrimitiveLiteral::Binary(a.as_binary::<i64>().value(i).to_vec())
+        }
+        (p, d) => {
+            return Err(Error::Unsupported {
+                table: String::from("(partitioned table)"),
+                feature: format!("partition values of type {p}"),
+                detail: format!("arrow type {d}"),
+            });
+        }
+    };
+    Ok(Some(Literal::Primitive(lit)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decimal_encoding_is_minimal() {
+        assert_eq!(decimal_bytes(0), vec![0]);
+        assert_eq!(decimal_bytes(1), vec![1]);
+        assert_eq!(decimal_bytes(-1), vec![0xFF]);
+        assert_eq!(decimal_bytes(128), vec![0, 128]);
+        assert_eq!(decimal_bytes(-129), vec![0xFF, 0x7F]);
+        assert_eq!(decimal_bytes(1999), vec![0x07, 0xCF]);
+    }
+}

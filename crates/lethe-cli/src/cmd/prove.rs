@@ -12,7 +12,7 @@ use crate::out;
 
 /// Arguments of `lethe scan`.
 #[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("traces").required(true).args(["request", "subject", "traces"])))]
+#[command(group(clap::ArgGroup::new("source").required(true).args(["request", "subject", "traces"])))]
 pub struct ScanArgs {
     /// Scan for the traces an erasure noted (its case file).
     #[arg(long)]
@@ -46,7 +46,7 @@ pub struct AttestArgs {
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
-enum Mode {
+pub enum Mode {
     /// Leave the rows of erased subjects out.
     Drop,
     /// Keep them with their identifier (and --null columns) set to null.

@@ -27,14 +27,75 @@ const FIRST: &[&str] = &[
     "Alexa", "Jacob", "Maria", "Liam", "Noor", "Oliver", "Aisha", "Mateo", "Sofia", "Ethan",
     "Chloe", "Lucas", "Amara", "Hugo", "Ines", "Kenji", "Lena", "Omar", "Priya", "Rafael", "Sara",
     "Tomas", "Yara", "Zofia", "Ben", "Clara", "Dmitri", "Elif", "Farah", "Gustav", "Hana", "Ivan",
-    "Julia", "Karim", "Lucia", "Marek", "Nina", "Oscar", "Paula", "Quentin",
+    "Julia", "Karim", "Lucia", "Marek", "Nina", "Oscar", "Paula", "Quentin", "Rosa", "Stefan",
+    "Tariq", "Ursula", "Viktor", "Wanda", "Xavier", "Yusuf", "Zainab", "Anton", "Bianca", "Cyrus",
+    "Daria", "Emil", "Fatima", "Gabriel", "Helga", "Idris", "Jonas", "Kira",
 ];
 const LAST: &[&str] = &[
-    "Reed", "Haase", "Novak", "Okafor", "Silva", "Tanaka", "Weber", "Khan", "Rossi", "Dubois",
-    "Jensen", "Costa", "Moreau", "Fischer", "Kowalski", "Larsen", "Mendes", "Nilsen", "Ortiz",
-    "Petrov", "Quinn", "Ramos", "Schmidt", "Thorne", "Ueda", "Varga", "Walsh", "Yilmaz", "Zimmer",
+    "Reed",
+    "Haase",
+    "Novak",
+    "Okafor",
+    "Silva",
+    "Tanaka",
+    "Weber",
+    "Khan",
+    "Rossi",
+    "Dubois",
+    "Jensen",
+    "Costa",
+    "Moreau",
+    "Fischer",
+    "Kowalski",
+    "Larsen",
+    "Mendes",
+    "Nilsen",
+    "Ortiz",
+    "Petrov",
+    "Quinn",
+    "Ramos",
+    "Schmidt",
+    "Thorne",
+    "Ueda",
+    "Varga",
+    "Walsh",
+    "Yilmaz",
+    "Zimmer",
     "Brandt",
+    "Adler",
+    "Bauer",
+    "Carvalho",
+    "Dalton",
+    "Eriksen",
+    "Ferrari",
+    "Gomez",
+    "Horvat",
+    "Ibrahim",
+    "Janssen",
+    "Keller",
+    "Lindqvist",
+    "Marsh",
+    "Nakamura",
+    "Olsen",
+    "Pereira",
+    "Quist",
+    "Rahman",
+    "Sato",
+    "Teller",
 ];
+
+/// A name unique to learner `id` while there are fewer learners than combinations (78,000):
+/// people sharing a name would make every proof scan for one of them find the others.
+fn unique_name(id: i64, shift: u64) -> (&'static str, char, &'static str) {
+    let combos = (FIRST.len() * LAST.len() * 26) as u64;
+    // 7,919 is a unit modulo 78,000, so distinct ids give distinct combinations.
+    let k = ((id as u64 - 1) * 7_919 + shift) % combos;
+    let first = FIRST[(k % FIRST.len() as u64) as usize];
+    let rest = k / FIRST.len() as u64;
+    let last = LAST[(rest % LAST.len() as u64) as usize];
+    let initial = (b'A' + (rest / LAST.len() as u64 % 26) as u8) as char;
+    (first, initial, last)
+}
 const DOMAINS: &[&str] = &[
     "post.example",
     "mail.example",
@@ -161,15 +222,16 @@ fn pick<'a>(rng: &mut ChaCha8Rng, v: &[&'a str]) -> &'a str {
     v[rng.random_range(0..v.len())]
 }
 
-fn phone(rng: &mut ChaCha8Rng) -> String {
-    let a = rng.random_range(100..999);
-    let b = rng.random_range(100..999);
-    let c = rng.random_range(1000..9999);
+/// A phone number unique to `id` (for id < 10,000,000), written in one of four styles.
+fn phone(rng: &mut ChaCha8Rng, id: i64) -> String {
+    // 2,654,435,761 is a unit modulo 10^7, so distinct ids give distinct digits.
+    let n = (id as u64 * 2_654_435_761) % 10_000_000;
+    let (b, c) = (n / 10_000, n % 10_000);
     match rng.random_range(0..4) {
-        0 => format!("+44 20 {a}{} {c}", rng.random_range(0..9)),
-        1 => format!("({a}) {b}-{c}"),
-        2 => format!("{a}.{b}.{c}"),
-        _ => format!("+1-{a}-{b}-{c} x{}", rng.random_range(1..99)),
+        0 => format!("+44 20 7{b:03} {c:04}"),
+        1 => format!("(555) {b:03}-{c:04}"),
+        2 => format!("555.{b:03}.{c:04}"),
+        _ => format!("+1-555-{b:03}-{c:04} x{}", rng.random_range(1..99)),
     }
 }
 
@@ -240,19 +302,19 @@ pub fn generate(scale: u32, seed: u64) -> Vec<TableData> {
         .expect("date")
         .and_hms_opt(0, 0, 0)
         .expect("time");
+    let shift = rng.random_range(0..1_000_000u64);
     for id in 1..=n_learners {
-        let first = pick(&mut rng, FIRST);
-        let last = pick(&mut rng, LAST);
-        let full_name = format!("{first} {last}");
+        let (first, initial, last) = unique_name(id, shift);
+        let full_name = format!("{first} {initial}. {last}");
         let domain = pick(&mut rng, DOMAINS);
+        // Emails carry the id, so they are unique too.
         let mut email = if rng.random_bool(0.5) {
-            format!("{}{}@{domain}", first.to_lowercase(), id % 1000)
+            format!("{}{id}@{domain}", first.to_lowercase())
         } else {
             format!(
-                "{}.{}{}@{domain}",
+                "{}.{}{id}@{domain}",
                 first.to_lowercase(),
-                last.to_lowercase(),
-                id % 97
+                last.to_lowercase()
             )
         };
         if id == DEMO_LEARNER {
@@ -285,10 +347,11 @@ pub fn generate(scale: u32, seed: u64) -> Vec<TableData> {
         cols.0.push(id);
         cols.1.push(full_name.clone());
         cols.2.push(email.clone());
-        cols.3.push(phone(&mut rng));
+        cols.3.push(phone(&mut rng, id));
+        // House numbers carry the id: addresses are unique.
         cols.4.push(format!(
             "{} {} {}",
-            rng.random_range(1..99999),
+            100 + id,
             pick(&mut rng, FIRST),
             pick(&mut rng, STREETS)
         ));

@@ -5,6 +5,7 @@ usage: append_rows.py CATALOG_DB WAREHOUSE CATALOG_NAME TABLE
 """
 import json
 import sys
+from datetime import datetime
 
 import pyarrow as pa
 from pyiceberg.catalog.sql import SqlCatalog
@@ -17,6 +18,13 @@ def main() -> int:
     table = catalog.load_table(table_name)
     rows = [json.loads(line) for line in sys.stdin if line.strip()]
     schema = schema_to_pyarrow(table.schema())
+    for field in schema:
+        if pa.types.is_timestamp(field.type) or pa.types.is_date(field.type):
+            for row in rows:
+                value = row.get(field.name)
+                if isinstance(value, str):
+                    parsed = datetime.fromisoformat(value)
+                    row[field.name] = parsed.date() if pa.types.is_date(field.type) else parsed
     data = pa.Table.from_pylist(rows, schema=schema)
     table.append(data)
     print(json.dumps({"appended": data.num_rows, "snapshot": table.current_snapshot().snapshot_id}))

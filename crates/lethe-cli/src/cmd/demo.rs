@@ -32,6 +32,17 @@ pub enum DemoCommand {
         #[arg(long)]
         json: bool,
     },
+    /// The demo's nightly job: reload crm.learners from the CRM application's export (which
+    /// still holds erased learners), then rerun the pipelines. Run `lethe register check`
+    /// after it; with --suppress the reload drops erased learners first.
+    Reload {
+        /// Filter the export against the erasure register before loading it.
+        #[arg(long)]
+        suppress: bool,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// The whole job on the demo, step by step: build it, apply retention for its "today",
     /// plan learner 3590's erasure, turn statistics off for protected columns, erase, scan
     /// every file and attest. Ends with the verdict (exit 0 only when COMPLETE).
@@ -48,8 +59,24 @@ pub enum DemoCommand {
     },
 }
 
-pub async fn run(c: DemoCommand, _config: Option<&Path>) -> anyhow::Result<ExitCode> {
+pub async fn run(c: DemoCommand, config: Option<&Path>) -> anyhow::Result<ExitCode> {
     match c {
+        DemoCommand::Reload { suppress, json } => {
+            let ws = super::workspace(config)?;
+            let r = lethe::demo::reload(&ws, suppress).await?;
+            if json {
+                out::json(&r)?;
+            } else {
+                println!(
+                    "reloaded crm.learners: {} row(s) in the export, {} suppressed, {} loaded; reran {}",
+                    r.rows_in_export,
+                    r.suppressed,
+                    r.rows_loaded,
+                    r.pipelines.join(", ")
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         DemoCommand::Run { dir, scale, seed } => walkthrough(dir, scale, seed).await,
         DemoCommand::Init {
             dir,

@@ -1,1 +1,8 @@
+//! lethe's integration tests: one binary, a module per command group (as delta-rs' `it_*`).
+//!
+//! Tests that read with PyIceberg need `LETHE_PYTHON` (set by `scripts/test.sh`, which
+//! installs the venv); they fail, never skip, when it is missing.
 
+mod commits;
+mod common;
+mod demo;

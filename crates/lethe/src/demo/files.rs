@@ -226,3 +226,19 @@ pub const PIPELINES: &[(&str, &str)] = &[
          WHERE l.ai_training_consent = true\n",
     ),
 ];
+
+/// Places outside the warehouse that may hold a learner, appended to the demo's lethe.toml.
+pub const RESIDUALS: &str = r#"
+# Places outside the warehouse that can hold a person; every attestation lists them.
+[[residuals]]
+name = "CRM application export (exports/crm_learners.parquet)"
+basis = "the CRM application's nightly export, the source of crm.learners; the CRM erases in its own system"
+expires = "overwritten by the CRM application every night"
+control = "the nightly reload passes it through `lethe register suppress`; `lethe register check` runs after every load"
+
+[[residuals]]
+name = "warehouse backups"
+basis = "disaster-recovery copies of the warehouse folder"
+expires = "35 days after the erasure"
+control = "a restore runs `lethe register check` before the warehouse is used again"
+"#;

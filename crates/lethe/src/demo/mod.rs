@@ -24,6 +24,79 @@ use crate::ops::rewrite::append;
 use crate::workspace::Workspace;
 use crate::writer::WriteOptions;
 
+/// The CRM application's export of learners, relative to the demo folder.
+pub const EXPORT: &str = "exports/crm_learners.parquet";
+
+/// What the nightly reload did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ReloadReport {
+    /// Rows in the export.
+    pub rows_in_export: u64,
+    /// Rows of erased learners suppressed (with `--suppress`).
+    pub suppressed: u64,
+    /// Rows loaded into crm.learners.
+    pub rows_loaded: u64,
+    /// Pipelines rerun.
+    pub pipelines: Vec<String>,
+}
+
+/// The demo's nightly job: reload crm.learners from the CRM application's export (which still
+/// holds erased learners), optionally through the register's suppression, then rerun every
+/// pipeline.
+pub async fn reload(ws: &Workspace, suppress: bool) -> Result<ReloadReport> {
+    let export = ws.config.root.join(EXPORT);
+    let batches = crate::batchio::read_batches(&export)?;
+    let rows_in_export = batches.iter().map(|b| b.num_rows() as u64).sum();
+    let (batches, suppressed) = if suppress {
+        let gov = ws.governance()?;
+        let subject = gov.subjects.get("learner")?;
+        let (_, column) = subject.root()?;
+        let key =
+            crate::register::RegisterKey::load(crate::erase::default_key_file(ws).as_deref())?;
+        let hashes =
+            crate::register::Register::in_state(&ws.config.paths.state).hashes("learner")?;
+        let (kept, stats) = crate::register::suppress(
+            &batches,
+            &key,
+            &hashes,
+            "learner",
+            &column,
+            crate::register::SuppressMode::Drop,
+            &[],
+        )?;
+        (kept, stats.suppressed)
+    } else {
+        (batches, 0)
+    };
+    let rows_loaded = batches.iter().map(|b| b.num_rows() as u64).sum();
+    let mut summary = BTreeMap::new();
+    summary.insert(
+        "lethe-load".to_string(),
+        "nightly reload from the CRM export".to_string(),
+    );
+    crate::ops::rewrite::replace_contents(
+        &ws.warehouse,
+        &TableName::parse("crm.learners")?,
+        &batches,
+        summary,
+        WriteOptions {
+            max_rows_per_file: Some(50_000),
+        },
+    )
+    .await?;
+    let mut pipelines = Vec::new();
+    for p in crate::pipeline::Pipeline::load_all(&ws.config.paths.pipelines)? {
+        crate::pipeline::run(ws, &p).await?;
+        pipelines.push(p.name);
+    }
+    Ok(ReloadReport {
+        rows_in_export,
+        suppressed,
+        rows_loaded,
+        pipelines,
+    })
+}
+
 /// Options of `demo init`.
 #[derive(Debug, Clone)]
 pub struct DemoOptions {
@@ -70,6 +143,7 @@ pub async fn init(opts: &DemoOptions, progress: &dyn Fn(&str)) -> Result<DemoRep
             "lineage",
             "state",
             "raw",
+            "exports",
             "governance",
             "pipelines",
         ] {
@@ -96,13 +170,18 @@ pub async fn init(opts: &DemoOptions, progress: &dyn Fn(&str)) -> Result<DemoRep
         "state",
         "warehouse",
         "raw",
+        "exports",
     ] {
         let p = dir.join(sub);
         std::fs::create_dir_all(&p).map_err(|e| Error::io(p.display().to_string(), e))?;
     }
     write(
         &config_file,
-        &Config::render("lethe", "sqlite:catalog.db", "warehouse", &["raw"]),
+        &format!(
+            "{}{}",
+            Config::render("lethe", "sqlite:catalog.db", "warehouse", &["raw"]),
+            files::RESIDUALS
+        ),
     )?;
     write(&dir.join("governance/metadata.toml"), files::METADATA)?;
     write(&dir.join("governance/retention.toml"), files::RETENTION)?;
@@ -131,6 +210,10 @@ pub async fn init(opts: &DemoOptions, progress: &dyn Fn(&str)) -> Result<DemoRep
         ws.warehouse
             .create_table(&name, schema, None, None, HashMap::new(), FormatVersion::V2)
             .await?;
+        if t.table == "crm.learners" {
+            // The CRM application's export, which the nightly reload reads.
+            crate::batchio::write_batches(&dir.join(EXPORT), &t.appends)?;
+        }
         let mut rows = 0u64;
         for (i, b) in t.appends.iter().enumerate() {
             progress(&format!(

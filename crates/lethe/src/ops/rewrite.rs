@@ -246,7 +246,10 @@ impl TableAction for Action<'_> {
             }
             return Err(e);
         }
-        fail::fail_point!("row-rewrite-planned");
+        // Tests stop here to change the table between planning and commit; the name carries
+        // the table so parallel tests don't trip each other's failpoints.
+        #[cfg(feature = "failpoints")]
+        fail::eval(&format!("row-rewrite-planned/{tname}"), |_| ());
         self.report = report;
         if removed.is_empty() || self.dry_run {
             if let Some(w) = writer {

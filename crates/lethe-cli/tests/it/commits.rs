@@ -1,0 +1,644 @@
+//! Issue 3: copy-on-write row deletes, optimistic concurrency, retention by rule, expiry that
+//! respects each table.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use arrow::array::{Array, ArrayRef, AsArray, Date32Array, Int64Array, RecordBatch, StringArray};
+use async_trait::async_trait;
+use iceberg::spec::{
+    FormatVersion, NestedField, PrimitiveType, Schema, SnapshotReference, SnapshotRetention, Type,
+};
+use iceberg::{TableRequirement, TableUpdate};
+use lethe::catalog::TableName;
+use lethe::commit::{ActionCommit, SetProperties, TableAction, commit};
+use lethe::ops::rewrite::{RowRewrite, append, count_rows, rewrite_rows, select_rows};
+use lethe::predicate::{CmpOp, Predicate, Value};
+use lethe::table::{LoadedTable, Warehouse};
+use lethe::writer::WriteOptions;
+use rand::{Rng, SeedableRng};
+
+use crate::common::{Demo, pyiceberg, seed};
+
+type Row = (i64, String, i64, i32);
+
+fn rows_of(batches: &[RecordBatch]) -> Vec<Row> {
+    let mut out = Vec::new();
+    for b in batches {
+        let id = b
+            .column_by_name("id")
+            .unwrap()
+            .as_primitive::<arrow::datatypes::Int64Type>();
+        let cat = b.column_by_name("category").unwrap().as_string::<i32>();
+        let amt = b
+            .column_by_name("amount")
+            .unwrap()
+            .as_primitive::<arrow::datatypes::Int64Type>();
+        let day = b
+            .column_by_name("day")
+            .unwrap()
+            .as_primitive::<arrow::datatypes::Date32Type>();
+        for i in 0..b.num_rows() {
+            out.push((
+                id.value(i),
+                cat.value(i).to_string(),
+                amt.value(i),
+                day.value(i),
+            ));
+        }
+    }
+    out.sort();
+    out
+}
+
+fn batch(rows: &[Row]) -> RecordBatch {
+    RecordBatch::try_from_iter(vec![
+        (
+            "id",
+            Arc::new(Int64Array::from(
+                rows.iter().map(|r| r.0).collect::<Vec<_>>(),
+            )) as ArrayRef,
+        ),
+        (
+            "category",
+            Arc::new(StringArray::from(
+                rows.iter().map(|r| r.1.clone()).collect::<Vec<_>>(),
+            )) as ArrayRef,
+        ),
+        (
+            "amount",
+            Arc::new(Int64Array::from(
+                rows.iter().map(|r| r.2).collect::<Vec<_>>(),
+            )) as ArrayRef,
+        ),
+        (
+            "day",
+            Arc::new(Date32Array::from(
+                rows.iter().map(|r| r.3).collect::<Vec<_>>(),
+            )) as ArrayRef,
+        ),
+    ])
+    .unwrap()
+}
+
+/// A table of random rows in several files: one file whose rows all match the test's
+/// predicate, one with none, the rest mixed.
+async fn random_table(wh: &Warehouse, name: &TableName, seed: u64) -> Vec<Row> {
+    let schema = Schema::builder()
+        .with_fields(vec![
+            NestedField::required(1, "id", Type::Primitive(PrimitiveType::Long)).into(),
+            NestedField::optional(2, "category", Type::Primitive(PrimitiveType::String)).into(),
+            NestedField::optional(3, "amount", Type::Primitive(PrimitiveType::Long)).into(),
+            NestedField::optional(4, "day", Type::Primitive(PrimitiveType::Date)).into(),
+        ])
+        .build()
+        .unwrap();
+    wh.create_table(name, schema, None, None, HashMap::new(), FormatVersion::V2)
+        .await
+        .unwrap();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let mut all = Vec::new();
+    let mut next = 0i64;
+    for file in 0..7 {
+        let n = rng.random_range(20..200);
+        let rows: Vec<Row> = (0..n)
+            .map(|_| {
+                next += 1;
+                let cat = match file {
+                    0 => "hot".to_string(),
+                    1 => "cold".to_string(),
+                    _ => ["hot", "warm", "cold"][rng.random_range(0..3)].to_string(),
+                };
+                let amount = if file == 0 {
+                    rng.random_range(0..50)
+                } else {
+                    rng.random_range(0..1000)
+                };
+                (next, cat, amount, rng.random_range(19_000..20_000))
+            })
+            .collect();
+        append(
+            wh,
+            name,
+            &[batch(&rows)],
+            BTreeMap::new(),
+            WriteOptions::default(),
+        )
+        .await
+        .unwrap();
+        all.extend(rows);
+    }
+    all.sort();
+    all
+}
+
+fn predicate() -> Predicate {
+    Predicate::eq("category", Value::Str("hot".into())).and(Predicate::cmp(
+        "amount",
+        CmpOp::Lt,
+        Value::Int(500),
+    ))
+}
+
+fn matches(r: &Row) -> bool {
+    r.1 == "hot" && r.2 < 500
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_delete_rewrites_exactly_the_files_holding_matching_rows() {
+    let seed = seed(20261130);
+    let demo = Demo::new().await;
+    let wh = &demo.ws.warehouse;
+    let name = TableName::parse("test.items").unwrap();
+    let before = random_table(wh, &name, seed).await;
+    let table = wh.load(&name).await.unwrap();
+    // Which files hold matching rows, by path, from the files themselves.
+    let mut expect_rewritten = BTreeSet::new();
+    let mut expect_dropped = BTreeSet::new();
+    let mut removed_records = 0u64;
+    for f in wh.current_files(&table).await.unwrap() {
+        let path = f.entry.data_file.file_path().to_string();
+        let rows = rows_of(
+            &lethe::read::read_data_file(wh.store.as_ref(), &path, table.metadata.current_schema())
+                .unwrap(),
+        );
+        let m = rows.iter().filter(|r| matches(r)).count();
+        if m == rows.len() {
+            expect_dropped.insert(path);
+            removed_records += rows.len() as u64;
+        } else if m > 0 {
+            expect_rewritten.insert(path);
+            removed_records += rows.len() as u64;
+        }
+    }
+    assert!(
+        !expect_dropped.is_empty() && !expect_rewritten.is_empty(),
+        "the fixture has both kinds of files"
+    );
+    let report = rewrite_rows(
+        wh,
+        &name,
+        &RowRewrite::delete(predicate()).with_summary("erasure-request", "erasure-test"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        report
+            .files_rewritten
+            .iter()
+            .cloned()
+            .collect::<BTreeSet<_>>(),
+        expect_rewritten
+    );
+    assert_eq!(
+        report
+            .files_dropped
+            .iter()
+            .cloned()
+            .collect::<BTreeSet<_>>(),
+        expect_dropped
+    );
+    let matched = before.iter().filter(|r| matches(r)).count() as u64;
+    assert_eq!(report.rows_matched, matched);
+
+    // Every other row is identical.
+    let after_table = wh.load(&name).await.unwrap();
+    let after = rows_of(
+        &select_rows(wh, &after_table, &Predicate::True)
+            .await
+            .unwrap(),
+    );
+    let expected: Vec<Row> = before.iter().filter(|r| !matches(r)).cloned().collect();
+    assert_eq!(after, expected);
+
+    // The summary carries the caller's key and the standard counts.
+    let snap = after_table.current_snapshot().unwrap();
+    let s = &snap.summary().additional_properties;
+    assert_eq!(snap.summary().operation.as_str(), "overwrite");
+    assert_eq!(s["erasure-request"], "erasure-test");
+    assert_eq!(
+        s["deleted-data-files"],
+        (expect_rewritten.len() + expect_dropped.len()).to_string()
+    );
+    assert_eq!(s["added-data-files"], report.files_added.len().to_string());
+    assert_eq!(s["deleted-records"], removed_records.to_string());
+    assert_eq!(s["added-records"], (removed_records - matched).to_string());
+    assert_eq!(s["total-records"], expected.len().to_string());
+    let live = wh.current_files(&after_table).await.unwrap();
+    assert_eq!(s["total-data-files"], live.len().to_string());
+    let live_paths: BTreeSet<String> = live
+        .iter()
+        .map(|f| f.entry.data_file.file_path().to_string())
+        .collect();
+    assert!(live_paths.is_disjoint(&expect_rewritten) && live_paths.is_disjoint(&expect_dropped));
+
+    // A delete that matches nothing commits nothing.
+    let again = rewrite_rows(wh, &name, &RowRewrite::delete(predicate()))
+        .await
+        .unwrap();
+    assert_eq!(again.snapshot_id, None);
+    assert_eq!(
+        wh.load(&name).await.unwrap().metadata_location,
+        after_table.metadata_location
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tombstones_null_columns_only_where_the_predicate_holds() {
+    let seed = seed(7);
+    let demo = Demo::new().await;
+    let wh = &demo.ws.warehouse;
+    let name = TableName::parse("test.tomb").unwrap();
+    let before = random_table(wh, &name, seed).await;
+    let r = rewrite_rows(
+        wh,
+        &name,
+        &RowRewrite::set_null(predicate(), vec!["category".into()]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        r.rows_matched as usize,
+        before.iter().filter(|x| matches(x)).count()
+    );
+    let t = wh.load(&name).await.unwrap();
+    let all = select_rows(wh, &t, &Predicate::True).await.unwrap();
+    let rows: usize = all.iter().map(|b| b.num_rows()).sum();
+    assert_eq!(rows, before.len(), "tombstones keep every row");
+    let nulls: usize = all
+        .iter()
+        .map(|b| b.column_by_name("category").unwrap().null_count())
+        .sum();
+    assert_eq!(nulls as u64, r.rows_matched);
+    // Again: the columns are already null, nothing changes, nothing is committed.
+    assert_eq!(
+        rewrite_rows(
+            wh,
+            &name,
+            &RowRewrite::set_null(predicate(), vec!["category".into()])
+        )
+        .await
+        .unwrap()
+        .snapshot_id,
+        None
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn pyiceberg_reads_the_delete_and_time_travels_to_before_it() {
+    let demo = Demo::new().await;
+    let wh = &demo.ws.warehouse;
+    let name = TableName::parse("crm.learners").unwrap();
+    let before = wh
+        .load(&name)
+        .await
+        .unwrap()
+        .current_snapshot()
+        .unwrap()
+        .snapshot_id();
+    let r = rewrite_rows(
+        wh,
+        &name,
+        &RowRewrite::delete(Predicate::eq("learner_id", Value::Int(3590))),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.rows_matched, 1);
+    let snap = format!("crm.learners@{before}");
+    let py = pyiceberg(
+        &demo.dir,
+        "read_tables.py",
+        &[
+            "crm.learners",
+            "crm.learners?learner_id=3590",
+            &snap,
+            &format!("{snap}?learner_id=3590"),
+        ],
+        None,
+    );
+    assert_eq!(py["crm.learners"]["rows"], 4999);
+    assert_eq!(py["crm.learners?learner_id=3590"]["rows"], 0);
+    assert_eq!(py[&snap]["rows"], 5000);
+    assert_eq!(
+        py[&format!("{snap}?learner_id=3590")]["rows"],
+        1,
+        "time travel still returns the deleted row"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_concurrent_append_is_replanned_not_committed_blindly() {
+    let demo = Demo::new().await;
+    let wh = &demo.ws.warehouse;
+    let name = TableName::parse("learning.events").unwrap();
+    let cutoff = chrono::NaiveDate::from_ymd_opt(2025, 10, 1).unwrap();
+    let pred = Predicate::cmp("occurred_at", CmpOp::Lt, Value::Date(cutoff));
+    // Rows a second writer appends between lethe's planning and its commit: some old (they
+    // match), some new (they must survive).
+    let mut lines = String::new();
+    for (i, ts) in [("2024-05-01T10:00:00"), ("2025-12-01T10:00:00")]
+        .iter()
+        .enumerate()
+        .flat_map(|(k, ts)| (0..5).map(move |j| (k * 5 + j, *ts)))
+    {
+        lines.push_str(&format!(
+            "{{\"event_id\": {}, \"learner_id\": 1, \"course_id\": 1, \"kind\": \"view\", \"ip_address\": \"10.0.0.1\", \"user_agent\": \"t\", \"occurred_at\": \"{ts}\"}}\n",
+            900_000 + i
+        ));
+    }
+    let fired = Arc::new(AtomicBool::new(false));
+    let dir = demo.dir.clone();
+    let f2 = fired.clone();
+    fail::cfg_callback("row-rewrite-planned/learning.events", move || {
+        if !f2.swap(true, Ordering::SeqCst) {
+            pyiceberg(&dir, "append_rows.py", &["learning.events"], Some(&lines));
+        }
+    })
+    .unwrap();
+    let r = rewrite_rows(wh, &name, &RowRewrite::delete(pred.clone()))
+        .await
+        .unwrap();
+    fail::remove("row-rewrite-planned/learning.events");
+    assert!(fired.load(Ordering::SeqCst), "the second writer ran");
+    assert!(
+        r.attempts >= 2,
+        "the commit lost the race and was replanned ({} attempts)",
+        r.attempts
+    );
+    let t = wh.load(&name).await.unwrap();
+    let (left, _) = count_rows(wh, &t, &pred).await.unwrap();
+    assert_eq!(
+        left, 0,
+        "no matching row survives, the appended ones included"
+    );
+    let appended = select_rows(
+        wh,
+        &t,
+        &Predicate::is_in("event_id", (900_000..900_010).map(Value::Int).collect()),
+    )
+    .await
+    .unwrap();
+    let ids: BTreeSet<i64> = appended
+        .iter()
+        .flat_map(|b| {
+            b.column_by_name("event_id")
+                .unwrap()
+                .as_primitive::<arrow::datatypes::Int64Type>()
+                .values()
+                .to_vec()
+        })
+        .collect();
+    assert_eq!(
+        ids,
+        (900_005..900_010).collect(),
+        "every appended non-matching row is kept"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn retention_for_a_day_is_recorded_and_a_second_run_is_a_no_op() {
+    let demo = Demo::new().await;
+    let first: serde_json::Value = serde_json::from_str(
+        &demo.lethe_ok(&["retention", "apply", "--day", "2026-10-01", "--json"], 0),
+    )
+    .unwrap();
+    let by: BTreeMap<&str, &serde_json::Value> = first
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["table"].as_str().unwrap(), r))
+        .collect();
+    assert!(by["learning.events"]["rows_deleted"].as_u64().unwrap() > 0);
+    assert!(by["support.tickets"]["rows_deleted"].as_u64().unwrap() > 0);
+    assert_eq!(by["billing.payments"]["rows_deleted"], 0);
+    assert!(
+        by["billing.payments"]["snapshot_id"].is_null(),
+        "nothing to delete commits nothing"
+    );
+    let t = demo.ws.warehouse.load_str("learning.events").await.unwrap();
+    let s = &t
+        .current_snapshot()
+        .unwrap()
+        .summary()
+        .additional_properties;
+    assert_eq!(s["retention-rule"], "learning.events");
+    assert_eq!(s["retention-day"], "2026-10-01");
+    let second: serde_json::Value = serde_json::from_str(
+        &demo.lethe_ok(&["retention", "apply", "--day", "2026-10-01", "--json"], 0),
+    )
+    .unwrap();
+    for r in second.as_array().unwrap() {
+        assert_eq!(r["rows_deleted"], 0, "{r}");
+        assert!(r["snapshot_id"].is_null(), "{r}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn retention_bad_input_commits_nothing() {
+    let demo = Demo::new().await;
+    let events_before = demo
+        .ws
+        .warehouse
+        .load_str("learning.events")
+        .await
+        .unwrap()
+        .metadata_location;
+    let out = demo.lethe(&["retention", "apply", "--day", "01/10/2026"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is not a day"));
+    let ret = demo.dir.join("governance/retention.toml");
+    let good = std::fs::read_to_string(&ret).unwrap();
+    for (bad, needle) in [
+        (
+            good.replace(
+                "[tables.\"learning.events\"]",
+                "[tables.\"learning.clicks\"]",
+            ),
+            "table `learning.clicks`, which is not in the catalog",
+        ),
+        (
+            good.replace(
+                "counted_from = \"occurred_at\"",
+                "counted_from = \"occured_at\"",
+            ),
+            "has no column `occured_at`",
+        ),
+        (
+            good.replace("counted_from = \"occurred_at\"", "counted_from = \"kind\""),
+            "not a date or timestamp",
+        ),
+    ] {
+        std::fs::write(&ret, &bad).unwrap();
+        let out = demo.lethe(&["retention", "apply", "--day", "2026-10-01"]);
+        assert_eq!(out.status.code(), Some(2), "{needle}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(needle) && err.contains("retention.toml:"),
+            "{err}"
+        );
+    }
+    std::fs::write(&ret, good).unwrap();
+    let after = demo
+        .ws
+        .warehouse
+        .load_str("learning.events")
+        .await
+        .unwrap()
+        .metadata_location;
+    assert_eq!(events_before, after, "nothing was committed");
+}
+
+struct Tag(&'static str, i64);
+
+#[async_trait]
+impl TableAction for Tag {
+    async fn plan(
+        &mut self,
+        _wh: &Warehouse,
+        t: &LoadedTable,
+    ) -> lethe::Result<Option<ActionCommit>> {
+        Ok(Some(ActionCommit {
+            updates: vec![TableUpdate::SetSnapshotRef {
+                ref_name: self.0.into(),
+                reference: SnapshotReference::new(
+                    self.1,
+                    SnapshotRetention::Tag {
+                        max_ref_age_ms: None,
+                    },
+                ),
+            }],
+            requirements: vec![TableRequirement::UuidMatch {
+                uuid: t.metadata.uuid(),
+            }],
+            ..Default::default()
+        }))
+    }
+}
+
+async fn set(wh: &Warehouse, table: &str, k: &str, v: &str) {
+    let mut a = SetProperties::default();
+    a.set.insert(k.into(), v.into());
+    commit(wh, &TableName::parse(table).unwrap(), &mut a)
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn expiry_honours_gc_enabled_min_snapshots_and_tags() {
+    let demo = Demo::new().await;
+    let wh = &demo.ws.warehouse;
+    let future = "2099-01-01T00:00:00Z";
+    // gc.enabled=false: refused, the table named with the reason.
+    set(wh, "crm.learners", "gc.enabled", "false").await;
+    let out = demo.lethe(&["expire", "crm.learners", "--older-than", future]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("crm.learners has gc.enabled=false"), "{text}");
+    assert_eq!(
+        wh.load_str("crm.learners")
+            .await
+            .unwrap()
+            .metadata
+            .snapshots()
+            .len(),
+        3
+    );
+
+    // min-snapshots-to-keep=3 keeps 3 of the payments' snapshots.
+    set(
+        wh,
+        "billing.payments",
+        "history.expire.min-snapshots-to-keep",
+        "3",
+    )
+    .await;
+    rewrite_rows(
+        wh,
+        &TableName::parse("billing.payments").unwrap(),
+        &RowRewrite::delete(Predicate::eq("learner_id", Value::Int(1))),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        wh.load_str("billing.payments")
+            .await
+            .unwrap()
+            .metadata
+            .snapshots()
+            .len(),
+        4
+    );
+    demo.lethe_ok(&["expire", "billing.payments", "--older-than", future], 0);
+    assert_eq!(
+        wh.load_str("billing.payments")
+            .await
+            .unwrap()
+            .metadata
+            .snapshots()
+            .len(),
+        3
+    );
+
+    // A tagged snapshot survives; everything else but the current one goes.
+    let name = TableName::parse("learning.reviews").unwrap();
+    let t = wh.load(&name).await.unwrap();
+    let mut ids: Vec<(i64, i64)> = t
+        .metadata
+        .snapshots()
+        .map(|s| (s.timestamp_ms(), s.snapshot_id()))
+        .collect();
+    ids.sort();
+    let oldest = ids[0].1;
+    commit(wh, &name, &mut Tag("audit-2025", oldest))
+        .await
+        .unwrap();
+    rewrite_rows(
+        wh,
+        &name,
+        &RowRewrite::delete(Predicate::eq("learner_id", Value::Int(1))),
+    )
+    .await
+    .unwrap();
+    let out: serde_json::Value = serde_json::from_str(&demo.lethe_ok(
+        &[
+            "expire",
+            "learning.reviews",
+            "--older-than",
+            future,
+            "--json",
+        ],
+        0,
+    ))
+    .unwrap();
+    let t = wh.load(&name).await.unwrap();
+    let left: BTreeSet<i64> = t.metadata.snapshots().map(|s| s.snapshot_id()).collect();
+    assert_eq!(
+        left,
+        [oldest, t.current_snapshot().unwrap().snapshot_id()]
+            .into_iter()
+            .collect()
+    );
+    let kept = out["expired"][0]["kept"].as_array().unwrap();
+    assert!(
+        kept.iter().any(|k| k["snapshot_id"] == oldest
+            && k["reason"]
+                .as_str()
+                .unwrap()
+                .contains("tagged `audit-2025`")),
+        "{kept:?}"
+    );
+    // The tagged snapshot's files are still readable.
+    let tagged = pyiceberg(
+        &demo.dir,
+        "read_tables.py",
+        &[&format!("learning.reviews@{oldest}")],
+        None,
+    );
+    assert!(
+        tagged[&format!("learning.reviews@{oldest}")]["rows"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+}

@@ -1,0 +1,140 @@
+//! Fixtures shared by the integration tests.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use lethe::config::Config;
+use lethe::demo::{DemoOptions, init};
+use lethe::workspace::Workspace;
+
+/// A demo platform built in a temporary folder.
+pub struct Demo {
+    /// Keeps the folder alive.
+    pub tmp: tempfile::TempDir,
+    /// The demo folder.
+    pub dir: PathBuf,
+    /// Its workspace.
+    pub ws: Workspace,
+}
+
+impl Demo {
+    /// Builds the demo at scale 1 with seed 42.
+    pub async fn new() -> Demo {
+        Demo::with_seed(42).await
+    }
+
+    /// Builds the demo with a seed.
+    pub async fn with_seed(seed: u64) -> Demo {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().join("demo");
+        init(
+            &DemoOptions {
+                dir: dir.clone(),
+                scale: 1,
+                seed,
+                force: false,
+            },
+            &|_| {},
+        )
+        .await
+        .expect("demo init");
+        let ws = Workspace::open(&Config::load(&dir.join("lethe.toml")).expect("config"))
+            .expect("workspace");
+        Demo { tmp, dir, ws }
+    }
+
+    /// Runs the `lethe` binary with this demo's configuration.
+    pub fn lethe(&self, args: &[&str]) -> Output {
+        lethe_in(&self.dir, args)
+    }
+
+    /// Runs `lethe` and returns stdout, asserting the exit code.
+    pub fn lethe_ok(&self, args: &[&str], code: i32) -> String {
+        let out = self.lethe(args);
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "lethe {args:?} exited {:?}\nstdout:\n{}\nstderr:\n{}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Reloads the workspace (after the binary changed the catalog).
+    pub fn reload(&mut self) {
+        self.ws = Workspace::open(&Config::load(&self.dir.join("lethe.toml")).expect("config"))
+            .expect("workspace");
+    }
+}
+
+/// Runs the `lethe` binary in `dir` (which holds lethe.toml).
+pub fn lethe_in(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lethe"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("LETHE_REGISTER_KEY")
+        .env_remove("LETHE_CONFIG")
+        .output()
+        .expect("run lethe")
+}
+
+/// The Python with PyIceberg 0.12 (`LETHE_PYTHON`). Panics with instructions when unset:
+/// interop tests never pass by skipping.
+pub fn python() -> String {
+    std::env::var("LETHE_PYTHON").unwrap_or_else(|_| {
+        panic!("LETHE_PYTHON is not set: run the tests with `bash scripts/test.sh`, which installs PyIceberg 0.12 and sets it")
+    })
+}
+
+/// Runs one of tests/interop/*.py against a demo; returns its JSON output.
+pub fn pyiceberg(
+    demo_dir: &Path,
+    script: &str,
+    args: &[&str],
+    stdin: Option<&str>,
+) -> serde_json::Value {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/interop");
+    let mut cmd = Command::new(python());
+    cmd.arg(root.join(script))
+        .arg(demo_dir.join("catalog.db"))
+        .arg(demo_dir.join("warehouse"))
+        .arg("lethe")
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .stdin(std::process::Stdio::piped());
+    let mut child = cmd.spawn().expect("run python");
+    if let Some(input) = stdin {
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(input.as_bytes())
+            .expect("write stdin");
+    } else {
+        drop(child.stdin.take());
+    }
+    let out = child.wait_with_output().expect("python output");
+    assert!(
+        out.status.success(),
+        "{script} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("python printed JSON")
+}
+
+/// A seed for randomized tests: `LETHE_TEST_SEED` or a fixed default; always printed.
+pub fn seed(default: u64) -> u64 {
+    let s = std::env::var("LETHE_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default);
+    eprintln!("seed: {s} (set LETHE_TEST_SEED to replay)");
+    s
+}

@@ -6,3 +6,4 @@
 mod commits;
 mod common;
 mod demo;
+mod plan;

@@ -86,6 +86,10 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // Tests stop lethe at named failpoints through the FAILPOINTS variable (only in builds with
+    // the `failpoints` feature).
+    #[cfg(feature = "failpoints")]
+    let _failpoints = fail::FailScenario::setup();
     let cli = Cli::parse();
     let filter = match cli.verbose {
         0 => "warn",

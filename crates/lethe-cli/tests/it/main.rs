@@ -6,4 +6,6 @@
 mod commits;
 mod common;
 mod demo;
+mod erase;
 mod plan;
+mod prove;

@@ -1,0 +1,539 @@
+//! Issue 5: ERASE — the whole cleanup, crash safety, sweep safety, batches, bad input.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use chrono::Duration;
+use lethe::catalog::TableName;
+use lethe::clock::FixedClock;
+use lethe::erase::{EraseOptions, RequestSpec, erase};
+use lethe::ops::rewrite::{RowRewrite, append, count_rows, rewrite_rows, select_rows};
+use lethe::ops::sweep::{referenced, sweep};
+use lethe::predicate::{Predicate, Value};
+use lethe::workspace::Workspace;
+use rand::{Rng, SeedableRng};
+
+use crate::common::{Demo, lethe_in, pyiceberg, seed};
+
+const PLAN_TABLES: &[&str] = &[
+    "billing.payments",
+    "crm.learners",
+    "learning.enrollments",
+    "learning.events",
+    "learning.reviews",
+    "support.tickets",
+    "ai.review_corpus",
+    "analytics.course_performance",
+    "analytics.learner_activity",
+    "marketing.audience",
+];
+
+fn request(id: i64, request: &str) -> RequestSpec {
+    RequestSpec {
+        request: request.into(),
+        subject: "learner".into(),
+        id: id.to_string(),
+    }
+}
+
+fn opts() -> EraseOptions {
+    EraseOptions {
+        dry_run: false,
+        min_age: Some(Duration::zero()),
+        accept_incomplete: false,
+        key_file: None,
+    }
+}
+
+async fn rows_of_learner(ws: &Workspace, table: &str, id: i64) -> u64 {
+    let t = ws.warehouse.load_str(table).await.unwrap();
+    if t.metadata
+        .current_schema()
+        .field_by_name("learner_id")
+        .is_none()
+    {
+        return 0;
+    }
+    count_rows(
+        &ws.warehouse,
+        &t,
+        &Predicate::eq("learner_id", Value::Int(id)),
+    )
+    .await
+    .unwrap()
+    .0
+}
+
+async fn unreferenced(ws: &Workspace) -> usize {
+    let mut n = 0;
+    for t in ws.warehouse.tables().await.unwrap() {
+        let r = sweep(&ws.warehouse, &t, Duration::zero(), true, ws.clock.as_ref())
+            .await
+            .unwrap();
+        n += r.unreferenced.len();
+    }
+    n
+}
+
+/// Every table's rows, as sorted debug lines (for comparing two warehouses).
+async fn contents(ws: &Workspace) -> BTreeMap<String, Vec<String>> {
+    let mut out = BTreeMap::new();
+    for name in ws.warehouse.tables().await.unwrap() {
+        let t = ws.warehouse.load(&name).await.unwrap();
+        let batches = select_rows(&ws.warehouse, &t, &Predicate::True)
+            .await
+            .unwrap();
+        let mut rows = Vec::new();
+        for b in &batches {
+            for i in 0..b.num_rows() {
+                let cells: Vec<String> = b
+                    .columns()
+                    .iter()
+                    .map(|c| arrow::util::display::array_value_to_string(c, i).unwrap())
+                    .collect();
+                rows.push(cells.join("|"));
+            }
+        }
+        rows.sort();
+        out.insert(name.to_string(), rows);
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn with_generated_properties_the_erasure_leaves_nothing_behind() {
+    let demo = Demo::new().await;
+    let ws = &demo.ws;
+    demo.lethe_ok(&["properties", "apply"], 0);
+    let report = erase(ws, &[request(3590, "erasure-0001")], &opts(), &|_| {})
+        .await
+        .unwrap();
+    assert!(report.journal.finished_at.is_some());
+    for t in PLAN_TABLES.iter().filter(|t| **t != "billing.payments") {
+        assert_eq!(rows_of_learner(ws, t, 3590).await, 0, "{t}");
+    }
+    // The exception keeps the learner's payments, without card numbers.
+    let t = ws.warehouse.load_str("billing.payments").await.unwrap();
+    let kept = select_rows(
+        &ws.warehouse,
+        &t,
+        &Predicate::eq("learner_id", Value::Int(3590)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(kept.iter().map(|b| b.num_rows()).sum::<usize>(), 2);
+    assert!(
+        kept.iter()
+            .all(|b| b.column_by_name("card_number").unwrap().null_count() == b.num_rows())
+    );
+    // No snapshot from before, no unreferenced file, no metadata log.
+    for name in PLAN_TABLES {
+        let t = ws.warehouse.load_str(name).await.unwrap();
+        assert_eq!(
+            t.metadata.snapshots().len(),
+            1,
+            "{name} keeps only its current snapshot"
+        );
+        assert!(
+            t.metadata.metadata_log().is_empty(),
+            "{name}'s metadata log was trimmed"
+        );
+    }
+    assert_eq!(unreferenced(ws).await, 0);
+    // No file, manifest bound included, holds the learner.
+    let case = lethe::erase::read_case(ws, "erasure-0001").unwrap();
+    let proof = lethe::prove::prove(ws, &[case], &|_| {}).await.unwrap();
+    assert!(proof.is_clean(), "{:#?}", proof.hits);
+    assert!(proof.files_read > 50);
+    // Every commit recorded only the request.
+    let learners = ws.warehouse.load_str("crm.learners").await.unwrap();
+    let s = &learners
+        .current_snapshot()
+        .unwrap()
+        .summary()
+        .additional_properties;
+    assert_eq!(s["erasure-request"], "erasure-0001");
+    // PyIceberg reads every table, with the expected rows.
+    let py = pyiceberg(
+        &demo.dir,
+        "read_tables.py",
+        &[
+            "crm.learners",
+            "crm.learners?learner_id=3590",
+            "billing.payments?learner_id=3590",
+            "learning.events",
+        ],
+        None,
+    );
+    assert_eq!(py["crm.learners"]["rows"], 4999);
+    assert_eq!(py["crm.learners?learner_id=3590"]["rows"], 0);
+    assert_eq!(py["billing.payments?learner_id=3590"]["rows"], 2);
+    let events = count_rows(
+        &ws.warehouse,
+        &ws.warehouse.load_str("learning.events").await.unwrap(),
+        &Predicate::True,
+    )
+    .await
+    .unwrap()
+    .0;
+    assert_eq!(py["learning.events"]["rows"], events);
+    let all = pyiceberg(&demo.dir, "read_tables.py", &[], None);
+    assert_eq!(
+        all.as_object().unwrap().len(),
+        12,
+        "PyIceberg loads every table"
+    );
+    // Rerunning the finished request changes nothing and says so.
+    let before: Vec<String> = futures_locations(ws).await;
+    let again = demo.lethe_ok(
+        &[
+            "erase",
+            "--subject",
+            "learner=3590",
+            "--request",
+            "erasure-0001",
+        ],
+        0,
+    );
+    assert!(again.contains("already complete"), "{again}");
+    assert_eq!(before, futures_locations(ws).await);
+}
+
+async fn futures_locations(ws: &Workspace) -> Vec<String> {
+    let mut v = Vec::new();
+    for t in ws.warehouse.tables().await.unwrap() {
+        v.push(ws.warehouse.load(&t).await.unwrap().metadata_location);
+    }
+    v
+}
+
+/// With default statistics, the learner whose email is crm.learners' largest value sits in a
+/// manifest's upper bound; the erasure's manifest rewrite takes it away.
+#[tokio::test(flavor = "multi_thread")]
+async fn default_statistics_the_largest_email_leaves_no_manifest_either() {
+    let demo = Demo::new().await;
+    let ws = &demo.ws;
+    let t = ws.warehouse.load_str("crm.learners").await.unwrap();
+    let rows = select_rows(&ws.warehouse, &t, &Predicate::True)
+        .await
+        .unwrap();
+    let mut best: Option<(String, i64)> = None;
+    for b in &rows {
+        let e =
+            arrow::array::AsArray::as_string::<i32>(b.column_by_name("email").unwrap().as_ref());
+        let id = arrow::array::AsArray::as_primitive::<arrow::datatypes::Int64Type>(
+            b.column_by_name("learner_id").unwrap().as_ref(),
+        );
+        for i in 0..b.num_rows() {
+            if best.as_ref().is_none_or(|(m, _)| e.value(i) > m.as_str()) {
+                best = Some((e.value(i).to_string(), id.value(i)));
+            }
+        }
+    }
+    let (email, learner) = best.unwrap();
+    // Before: its 15-character prefix is in a manifest bound.
+    let before = lethe::erase::prepare(
+        ws,
+        &ws.governance().unwrap(),
+        &[request(learner, "probe")],
+        None,
+        &|_| {},
+    )
+    .await
+    .unwrap();
+    let scan = lethe::prove::prove(ws, &before.cases, &|_| {})
+        .await
+        .unwrap();
+    assert!(
+        scan.hits
+            .iter()
+            .any(|h| h.place == "ManifestBound" && h.trace == "value email"),
+        "the largest email ({}) is a bound before",
+        email.len()
+    );
+    erase(ws, &[request(learner, "erasure-largest")], &opts(), &|_| {})
+        .await
+        .unwrap();
+    let case = lethe::erase::read_case(ws, "erasure-largest").unwrap();
+    let proof = lethe::prove::prove(ws, &[case], &|_| {}).await.unwrap();
+    assert!(proof.is_clean(), "{:#?}", proof.hits);
+}
+
+/// The erasure stopped after each durable step in turn (a child process panicking at the
+/// failpoint), then run again: the end state equals an uninterrupted run's.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_crash_after_any_durable_step_resumes_to_the_same_end_state() {
+    let crashed = Demo::with_seed(42).await;
+    let clean = Demo::with_seed(42).await;
+    let args = [
+        "erase",
+        "--subject",
+        "learner=3590",
+        "--request",
+        "erasure-0001",
+        "--min-age",
+        "0",
+    ];
+    let mut crashes = 0;
+    loop {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_lethe"))
+            .args(args)
+            .current_dir(&crashed.dir)
+            .env("FAILPOINTS", "erase-durable-step=panic")
+            .env("RUST_BACKTRACE", "0")
+            .output()
+            .unwrap();
+        if out.status.success() {
+            break;
+        }
+        assert_eq!(
+            out.status.code(),
+            Some(101),
+            "a failpoint panic, not an error: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        crashes += 1;
+        assert!(crashes < 200, "the erasure never finishes");
+    }
+    eprintln!("the erasure stopped {crashes} times");
+    assert!(
+        crashes >= 12,
+        "planned, registered, 10 steps and the cleanup phases each stop once ({crashes})"
+    );
+    erase(
+        &clean.ws,
+        &[request(3590, "erasure-0001")],
+        &opts(),
+        &|_| {},
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        contents(&crashed.ws).await,
+        contents(&clean.ws).await,
+        "same rows in every table"
+    );
+    let entries = lethe::register::Register::in_state(&crashed.ws.config.paths.state)
+        .entries()
+        .unwrap();
+    assert_eq!(entries.len(), 1, "one register entry");
+    assert_eq!(unreferenced(&crashed.ws).await, 0, "no unreferenced files");
+}
+
+/// Randomized histories: the sweep never removes a referenced file, never one younger than the
+/// minimum age, and a file a concurrent writer is still writing survives.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_sweep_keeps_referenced_young_and_in_flight_files() {
+    let seed = seed(99);
+    let demo = Demo::new().await;
+    let ws = &demo.ws;
+    let wh = &ws.warehouse;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let name = TableName::parse("learning.reviews").unwrap();
+    let now = chrono::Utc::now();
+    for round in 0..4 {
+        // A random history: deletes, an expiry that leaves files behind, a tag.
+        for _ in 0..rng.random_range(1..4) {
+            let id = rng.random_range(1..5000);
+            rewrite_rows(
+                wh,
+                &name,
+                &RowRewrite::delete(Predicate::eq("learner_id", Value::Int(id))),
+            )
+            .await
+            .unwrap();
+        }
+        let t = wh.load(&name).await.unwrap();
+        let loc = wh.store.local_path(t.location()).unwrap();
+        // Planted files: orphans old and young, and one still being written.
+        let mut old = Vec::new();
+        let mut young = Vec::new();
+        for i in 0..rng.random_range(2..6) {
+            let p = loc.join(format!("data/orphan-{round}-{i}.parquet"));
+            std::fs::write(&p, b"not really parquet").unwrap();
+            let age_h = rng.random_range(0..200);
+            let f = std::fs::File::options().write(true).open(&p).unwrap();
+            f.set_modified((now - Duration::hours(age_h)).into())
+                .unwrap();
+            if age_h >= 72 {
+                old.push(p)
+            } else {
+                young.push(p)
+            }
+        }
+        let in_flight = loc.join(format!("data/in-flight-{round}.parquet"));
+        let mut writer = std::fs::File::create(&in_flight).unwrap();
+        std::io::Write::write_all(&mut writer, b"PAR1 partial").unwrap();
+        let refs = referenced(wh, &t).await.unwrap();
+        let clock = FixedClock(now);
+        let r = sweep(wh, &name, Duration::hours(72), false, &clock)
+            .await
+            .unwrap();
+        for f in &refs {
+            assert!(
+                wh.store.exists(f).unwrap(),
+                "round {round}: a referenced file was removed: {f}"
+            );
+        }
+        for p in &young {
+            assert!(
+                p.exists(),
+                "round {round}: a file younger than the minimum age was removed"
+            );
+        }
+        for p in &old {
+            assert!(!p.exists(), "round {round}: an old orphan survived");
+        }
+        assert!(
+            in_flight.exists(),
+            "round {round}: the file being written was removed"
+        );
+        assert!(r.removed >= old.len());
+        drop(writer);
+        // The table is still whole: every live file reads.
+        let t = wh.load(&name).await.unwrap();
+        select_rows(wh, &t, &Predicate::True).await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_batch_erases_many_in_one_pass_with_an_entry_and_counts_each() {
+    let demo = Demo::new().await;
+    let ws = &demo.ws;
+    let ids: Vec<i64> = (1..=40).map(|i| i * 97).collect();
+    let file = demo.dir.join("subjects.txt");
+    let text: String = ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| format!("erasure-b{i:03} learner={id}\n"))
+        .collect();
+    std::fs::write(&file, format!("# the week's requests\n{text}")).unwrap();
+    let events_before = count_rows(
+        &ws.warehouse,
+        &ws.warehouse.load_str("learning.events").await.unwrap(),
+        &Predicate::is_in("learner_id", ids.iter().map(|i| Value::Int(*i)).collect()),
+    )
+    .await
+    .unwrap()
+    .0;
+    let out: serde_json::Value = serde_json::from_str(&demo.lethe_ok(
+        &[
+            "erase",
+            "--subjects-file",
+            file.to_str().unwrap(),
+            "--min-age",
+            "0",
+            "--json",
+        ],
+        0,
+    ))
+    .unwrap();
+    let j = &out["journal"];
+    assert_eq!(j["requests"].as_array().unwrap().len(), 40);
+    let events_step = j["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["table"] == "learning.events")
+        .unwrap();
+    assert_eq!(
+        events_step["rows"], events_before,
+        "one rewrite of the table for every subject"
+    );
+    let register = lethe::register::Register::in_state(&ws.config.paths.state)
+        .entries()
+        .unwrap();
+    assert_eq!(register.len(), 40);
+    let mut total = 0;
+    for (i, _) in ids.iter().enumerate() {
+        let case = lethe::erase::read_case(ws, &format!("erasure-b{i:03}")).unwrap();
+        total += case.rows.get("learning.events").copied().unwrap_or(0);
+    }
+    assert_eq!(total, events_before, "per-request counts add up");
+    for id in &ids {
+        assert_eq!(rows_of_learner(ws, "crm.learners", *id).await, 0);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_input_erases_nobody() {
+    let demo = Demo::new().await;
+    let before = futures_locations(&demo.ws).await;
+    let file = demo.dir.join("subjects.txt");
+    std::fs::write(&file, "erasure-1 learner=1\nerasure-2 learner 2\n").unwrap();
+    let out = lethe_in(
+        &demo.dir,
+        &["erase", "--subjects-file", file.to_str().unwrap()],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("subjects.txt:2:"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = lethe_in(&demo.dir, &["erase", "--resume", "erasure-9999"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no erasure with request erasure-9999"));
+    assert_eq!(before, futures_locations(&demo.ws).await);
+    assert!(!demo.dir.join("state/register.jsonl").exists());
+    assert!(!Path::new(&demo.dir.join("state/erasures")).exists());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_blocked_table_refuses_the_whole_erasure_before_any_change() {
+    let demo = Demo::new().await;
+    let wh = &demo.ws.warehouse;
+    for (t, k, v) in [
+        ("crm.learners", "gc.enabled", "false"),
+        (
+            "learning.events",
+            "history.expire.min-snapshots-to-keep",
+            "3",
+        ),
+    ] {
+        let mut a = lethe::commit::SetProperties::default();
+        a.set.insert(k.into(), v.into());
+        lethe::commit::commit(wh, &TableName::parse(t).unwrap(), &mut a)
+            .await
+            .unwrap();
+    }
+    let before = futures_locations(&demo.ws).await;
+    let out = demo.lethe(&[
+        "erase",
+        "--subject",
+        "learner=3590",
+        "--request",
+        "erasure-0001",
+        "--min-age",
+        "0",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("crm.learners: gc.enabled=false"), "{err}");
+    assert!(
+        err.contains("learning.events: history.expire.min-snapshots-to-keep=3"),
+        "{err}"
+    );
+    assert_eq!(
+        before,
+        futures_locations(&demo.ws).await,
+        "no table changed"
+    );
+    assert!(
+        !demo.dir.join("state/register.jsonl").exists(),
+        "no register entry"
+    );
+    // A missing key is refused too (a demo without its key file).
+    std::fs::remove_file(demo.dir.join("state/register.key")).unwrap();
+    let out = demo.lethe(&[
+        "erase",
+        "--subject",
+        "learner=1",
+        "--request",
+        "erasure-0002",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no register key"));
+    let _ = BTreeSet::<i32>::new();
+    let _ = append;
+}

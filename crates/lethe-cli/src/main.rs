@@ -38,6 +38,13 @@ enum Command {
     /// Build and tour the demo learning platform.
     #[command(subcommand)]
     Demo(cmd::demo::DemoCommand),
+    /// Start a lethe folder for a catalog you already have: lethe.toml and skeleton governance
+    /// files. Never changes the catalog or the warehouse.
+    Init(cmd::discover::InitArgs),
+    /// Propose classifications and identifiers (derived ones too) from column names and a
+    /// bounded sample of values, as a diff against governance/metadata.toml; --write adds
+    /// them, keeping every reviewed entry. Exit 1 when a table couldn't be read.
+    Discover(cmd::discover::DiscoverArgs),
     /// List tables with rows, files, snapshots and refs.
     Tables(cmd::inspect::TablesArgs),
     /// Show a table's properties, snapshots, refs and manifest entries with readable bounds.
@@ -80,9 +87,20 @@ enum Command {
     /// The erasure register: check tables for erased subjects, filter batches before loading.
     #[command(subcommand)]
     Register(cmd::prove::RegisterCommand),
+    /// Benchmark set-ups and timed operations (see BENCHMARKS.md).
+    #[command(subcommand, hide = true)]
+    Bench(cmd::bench::BenchCommand),
     /// Questions about the recorded lineage.
     #[command(subcommand)]
     Lineage(cmd::explain::LineageCommand),
+    /// Consent states and their history; tables built under a consent filter.
+    #[command(subcommand)]
+    Consent(cmd::consent::ConsentCommand),
+    /// Run SQL as a principal, under governance/policy.toml (row filters, masks), audited.
+    Query(cmd::query::QueryArgs),
+    /// Check the access policy against the catalog; show what a principal may read.
+    #[command(subcommand)]
+    Policy(cmd::query::PolicyCommand),
 }
 
 fn main() -> ExitCode {
@@ -117,6 +135,8 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async move {
         match cli.command {
             Command::Demo(c) => cmd::demo::run(c, config.as_deref()).await,
+            Command::Init(a) => cmd::discover::init(a, config.as_deref()).await,
+            Command::Discover(a) => cmd::discover::discover(a, config.as_deref()).await,
             Command::Tables(a) => cmd::inspect::tables(a, config.as_deref()).await,
             Command::Inspect(a) => cmd::inspect::inspect(a, config.as_deref()).await,
             Command::Pipeline(c) => cmd::pipeline::run(c, config.as_deref()).await,
@@ -130,7 +150,11 @@ fn main() -> ExitCode {
             Command::Scan(a) => cmd::prove::scan(a, config.as_deref()).await,
             Command::Attest(a) => cmd::prove::attest(a, config.as_deref()).await,
             Command::Register(c) => cmd::prove::register(c, config.as_deref()).await,
+            Command::Bench(c) => cmd::bench::run(c, config.as_deref()).await,
             Command::Lineage(c) => cmd::explain::lineage(c, config.as_deref()).await,
+            Command::Consent(c) => cmd::consent::run(c, config.as_deref()).await,
+            Command::Query(a) => cmd::query::query(a, config.as_deref()).await,
+            Command::Policy(c) => cmd::query::policy(c, config.as_deref()).await,
         }
     });
     match result {

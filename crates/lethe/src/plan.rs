@@ -9,7 +9,9 @@
 //! - `NO_ACTION` when `subjects.toml` declares it free of the subject's data (with the
 //!   justification);
 //! - `UNRESOLVED` when lineage reaches it through a job without column lineage, an opaque step
-//!   (UDF, external path), an unknown producer, or it lives outside the catalog;
+//!   (UDF, external path), an unknown producer, or it lives outside the catalog — or when
+//!   the table uses features lethe can't change correctly yet (format v3: deletion vectors,
+//!   row lineage, default values; see [`crate::deletes::unsupported_features`]);
 //! - `DELETE` where a column holds the subject's values: a declared identifier column (by name,
 //!   or classified in `metadata.toml` as identifying the subject), a mapped identifier, or a
 //!   DIRECT/IDENTITY copy of one of those or of the key of a row the subject owns;
@@ -155,6 +157,9 @@ pub struct TableInfo {
     pub blockers: Vec<String>,
     /// Iceberg identifier fields (row key), by name.
     pub identifier_fields: Vec<String>,
+    /// Why lethe can't change this table correctly yet (format v3 features), if it can't:
+    /// a DELETE, REWRITE or RECOMPUTE step on it becomes UNRESOLVED with this reason.
+    pub unsupported: Option<String>,
 }
 
 /// The catalog as the planner sees it.
@@ -185,6 +190,7 @@ impl Inventory {
                     .identifier_field_ids()
                     .filter_map(|id| schema.name_by_field_id(id).map(str::to_string))
                     .collect(),
+                unsupported: crate::deletes::unsupported_features(wh, &t).await?,
             };
             if let Ok(loc) = wh.store.normalize(t.location()) {
                 inv.locations.insert(name.to_string(), loc);
@@ -318,6 +324,9 @@ pub fn plan(
         .collect::<Result<_>>()?;
     let mut seeds: Vec<Seed> = Vec::new();
     let mut declared: BTreeMap<String, (String, String, String)> = BTreeMap::new();
+    let derived_cols =
+        crate::discover::derived::declared(gov, subject_name, &derived_sources(subject)?)?;
+    let mut seed_via: BTreeMap<(String, String), String> = BTreeMap::new();
     for (table, info) in &inv.tables {
         for (col, _) in &info.columns {
             let by_name = id_names.contains(col);
@@ -328,20 +337,35 @@ pub fn plan(
                 .and_then(|c| c.identifies())
                 == Some(subject_name);
             if by_name || by_class {
+                // A derived identifier (metadata.toml `derived`) has values of its own,
+                // resolved through its pattern (crate::discover::derived).
+                let derived = (!by_name)
+                    .then(|| derived_cols.iter().find(|d| &d.table == table && &d.column == col))
+                    .flatten();
                 let label = if by_name {
                     col.clone()
+                } else if let Some(d) = derived {
+                    d.label.clone()
                 } else {
                     root_column.clone()
                 };
                 seeds.push(Seed::new(table.clone(), col.clone(), label.clone()));
+                let via = if by_name {
+                    format!("declared identifier column `{col}` (subjects.toml)")
+                } else if let Some(d) = derived {
+                    format!(
+                        "column `{col}` derived from {} as `{}` (metadata.toml)",
+                        d.from,
+                        d.pattern.render()
+                    )
+                } else {
+                    format!("column `{col}` classified as identifying {subject_name} (metadata.toml)")
+                };
+                seed_via.insert((table.clone(), col.clone()), via.clone());
                 declared.entry(table.clone()).or_insert((
                     col.clone(),
                     label,
-                    if by_name {
-                        format!("declared identifier column `{col}` (subjects.toml)")
-                    } else {
-                        format!("column `{col}` classified as identifying {subject_name} (metadata.toml)")
-                    },
+                    via,
                 ));
             }
         }
@@ -379,8 +403,9 @@ pub fn plan(
     for d in w.datasets() {
         order.push(d.name().to_string());
     }
+    let in_walk: std::collections::HashSet<String> = order.iter().cloned().collect();
     for t in declared.keys() {
-        if !order.contains(t) {
+        if !in_walk.contains(t) {
             order.push(t.clone());
         }
     }
@@ -461,9 +486,13 @@ pub fn plan(
                             0,
                         ),
                         None => (
-                            declared.get(name).map(|d| d.2.clone()).unwrap_or_else(|| {
-                                format!("mapped identifier `{}` (subjects.toml)", l.field)
-                            }),
+                            seed_via
+                                .get(&(name.clone(), l.field.to_string()))
+                                .or_else(|| declared.get(name).map(|d| &d.2))
+                                .cloned()
+                                .unwrap_or_else(|| {
+                                    format!("mapped identifier `{}` (subjects.toml)", l.field)
+                                }),
                             None,
                             1,
                         ),
@@ -489,24 +518,25 @@ pub fn plan(
             .as_ref()
             .map(|r| r.unresolved().map(|u| u.to_string()).collect())
             .unwrap_or_default();
-        // Shaping edges in words, DIRECT ones first (they say most about why).
-        let mut shaped_edges: Vec<lethe_lineage::ColumnEdge<'_>> = reached
-            .as_ref()
-            .map(|r| r.shaped_by().collect())
-            .unwrap_or_default();
-        shaped_edges.sort_by_key(|e| {
-            (
-                e.transformation().kind != lethe_lineage::TransformationType::Direct,
-                edge_text(e),
-            )
+        // The shaping edge shown: a DIRECT one first (it says most about why), then by name.
+        // Only that one is put in words: a table can be shaped by thousands of edges.
+        let shaped_edge: Option<lethe_lineage::ColumnEdge<'_>> = reached.as_ref().and_then(|r| {
+            r.shaped_by().min_by_key(|e| {
+                (
+                    e.transformation().kind != lethe_lineage::TransformationType::Direct,
+                    e.from_dataset(),
+                    e.from_field(),
+                    e.to_field(),
+                )
+            })
         });
-        let shaped: Vec<String> = shaped_edges.iter().map(edge_text).collect();
+        let shaped: Option<String> = shaped_edge.as_ref().map(edge_text);
         if !in_catalog {
             step.action = Action::Unresolved;
             step.reason = Some(format!(
                 "lineage reaches `{name}`, which is not a table of the catalog: lethe can't see or erase it"
             ));
-            step.via = shaped.first().cloned().unwrap_or_default();
+            step.via = shaped.clone().unwrap_or_default();
         } else if let Some(ex) = exception {
             step.action = Action::Rewrite;
             step.erase_columns = ex.erase_columns.clone();
@@ -526,14 +556,14 @@ pub fn plan(
         } else if !unresolved.is_empty() {
             step.action = Action::Unresolved;
             step.reason = Some(unresolved.join("; "));
-            step.via = shaped.first().cloned().unwrap_or_default();
+            step.via = shaped.clone().unwrap_or_default();
         } else if let Some((_, col, label, via, ev)) = best {
             step.action = Action::Delete;
             step.column = Some(col);
             step.label = Some(label);
             step.via = via;
             step.evidence = ev;
-        } else if !shaped.is_empty() {
+        } else if let Some(shaped) = shaped {
             let id = graph.dataset_id(name);
             let producers: Vec<(String, String)> = id
                 .map(|id| {
@@ -544,9 +574,9 @@ pub fn plan(
                         .collect()
                 })
                 .unwrap_or_default();
-            step.via = shaped[0].clone();
-            step.evidence = shaped_edges
-                .first()
+            step.via = shaped;
+            step.evidence = shaped_edge
+                .as_ref()
                 .and_then(|e| e.intervals().next().map(|i| i.evidence.to_string()));
             let lethe: Vec<&(String, String)> = producers
                 .iter()
@@ -576,6 +606,24 @@ pub fn plan(
             }
         } else {
             continue;
+        }
+        // A table lethe can't change correctly (format v3 features) is never touched: its
+        // step is UNRESOLVED with the reason, and nothing selects rows in it.
+        if let Some(why) = inv.tables.get(name).and_then(|t| t.unsupported.as_ref())
+            && matches!(
+                step.action,
+                Action::Delete | Action::Rewrite | Action::Recompute
+            )
+        {
+            step.reason = Some(format!(
+                "{why}; planned as {} but left unchanged",
+                step.action
+            ));
+            step.action = Action::Unresolved;
+            step.column = None;
+            step.label = None;
+            step.erase_columns.clear();
+            step.pipeline = None;
         }
         steps.push(step);
     }
@@ -694,8 +742,15 @@ pub async fn resolve_values(
         values.insert(m.column.clone(), column_values(&rows, &m.column)?);
     }
     let _ = root_table;
-    // Keys of owned rows: `table.key` labels, resolved from the table's labelled column.
     let labels: BTreeSet<String> = plan.steps.iter().filter_map(|s| s.label.clone()).collect();
+    // Derived identifiers: the values their pattern selects.
+    let wanted: std::collections::HashSet<String> = labels.iter().cloned().collect();
+    for (label, (_, pairs)) in
+        crate::discover::derived::resolve_labels(wh, gov, &plan.subject, &wanted, &values).await?
+    {
+        values.insert(label, pairs.into_iter().map(|(v, _)| v).collect());
+    }
+    // Keys of owned rows: `table.key` labels, resolved from the table's labelled column.
     for label in labels {
         if values.contains_key(&label) {
             continue;
@@ -719,6 +774,15 @@ pub async fn resolve_values(
         values.insert(label.clone(), column_values(&rows, key)?);
     }
     Ok(values)
+}
+
+/// The labels a derived identifier may be derived from: the root identifier column and the
+/// mapped identifier columns (their values are resolved first).
+pub fn derived_sources(subject: &Subject) -> Result<Vec<String>> {
+    let (_, root) = subject.root()?;
+    let mut out = vec![root];
+    out.extend(subject.mapped.iter().map(|m| m.column.clone()));
+    Ok(out)
 }
 
 /// Distinct non-null values of a column, as predicate values.

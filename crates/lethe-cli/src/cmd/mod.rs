@@ -1,12 +1,16 @@
 //! One module per command group.
 
+pub mod bench;
+pub mod consent;
 pub mod demo;
+pub mod discover;
 pub mod erase;
 pub mod explain;
 pub mod inspect;
 pub mod maintenance;
 pub mod pipeline;
 pub mod properties;
+pub mod query;
 pub mod prove;
 pub mod retention;
 

@@ -1,0 +1,207 @@
+//! `lethe bench ...`: set-ups and timed operations for BENCHMARKS.md (hidden from --help).
+//!
+//! Each prints one JSON object, so scripts/bench.sh can put lethe's figures side by side with
+//! PyIceberg's from the same run.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray};
+use clap::Subcommand;
+use iceberg::spec::{FormatVersion, NestedField, PrimitiveType, Schema, Type};
+use lethe::catalog::TableName;
+use lethe::ops::rewrite::{RowRewrite, append, rewrite_rows};
+use lethe::predicate::{Predicate, Value};
+use lethe::writer::WriteOptions;
+use lethe_lineage::{ColumnLineageDatasetFacet, GraphBuilder, InputDataset, InputField, Job, OutputDataset, RunEvent, Transformation};
+use rand::{Rng, SeedableRng};
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Create an events table sorted by learner_id, in files of --file-rows rows.
+    Events {
+        /// The table to create.
+        #[arg(long)]
+        table: String,
+        /// Rows.
+        #[arg(long)]
+        rows: u64,
+        /// Rows per file.
+        #[arg(long, default_value_t = 100_000)]
+        file_rows: u64,
+        /// Events per learner.
+        #[arg(long, default_value_t = 20)]
+        per_learner: u64,
+    },
+    /// Delete one learner's rows from a table (learner_id = ID), timed.
+    Delete {
+        /// The table.
+        #[arg(long)]
+        table: String,
+        /// The learner.
+        #[arg(long)]
+        learner: i64,
+    },
+    /// Plan an erasure on a generated catalog and lineage graph, timed.
+    Plan {
+        /// Datasets.
+        #[arg(long, default_value_t = 100_000)]
+        datasets: usize,
+        /// Column edges.
+        #[arg(long, default_value_t = 1_000_000)]
+        edges: usize,
+        /// Seed.
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+    },
+}
+
+pub async fn run(c: BenchCommand, config: Option<&Path>) -> anyhow::Result<ExitCode> {
+    match c {
+        BenchCommand::Events { table, rows, file_rows, per_learner } => {
+            let ws = super::workspace(config)?;
+            let name = TableName::parse(&table)?;
+            let schema = Schema::builder()
+                .with_fields(vec![
+                    NestedField::required(1, "event_id", Type::Primitive(PrimitiveType::Long)).into(),
+                    NestedField::optional(2, "learner_id", Type::Primitive(PrimitiveType::Long)).into(),
+                    NestedField::optional(3, "course_id", Type::Primitive(PrimitiveType::Long)).into(),
+                    NestedField::optional(4, "kind", Type::Primitive(PrimitiveType::String)).into(),
+                    NestedField::optional(5, "ip_address", Type::Primitive(PrimitiveType::String)).into(),
+                    NestedField::optional(6, "occurred_at", Type::Primitive(PrimitiveType::Timestamp)).into(),
+                ])
+                .build()?;
+            ws.warehouse.create_table(&name, schema, None, None, HashMap::new(), FormatVersion::V2).await?;
+            let started = Instant::now();
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+            let mut start = 0u64;
+            let mut files = 0;
+            while start < rows {
+                let n = file_rows.min(rows - start);
+                let ids: Vec<i64> = (start..start + n).map(|i| i as i64 + 1).collect();
+                let learners: Vec<i64> = (start..start + n).map(|i| (i / per_learner) as i64 + 1).collect();
+                let b = RecordBatch::try_from_iter(vec![
+                    ("event_id", Arc::new(Int64Array::from(ids)) as ArrayRef),
+                    ("learner_id", Arc::new(Int64Array::from(learners))),
+                    ("course_id", Arc::new(Int64Array::from((0..n).map(|_| rng.random_range(1..500)).collect::<Vec<i64>>()))),
+                    ("kind", Arc::new(StringArray::from((0..n).map(|_| ["view", "play", "quiz_submit"][rng.random_range(0..3)]).collect::<Vec<_>>()))),
+                    ("ip_address", Arc::new(StringArray::from((0..n).map(|_| format!("10.{}.{}.{}", rng.random_range(0..256), rng.random_range(0..256), rng.random_range(1..255))).collect::<Vec<_>>()))),
+                    ("occurred_at", Arc::new(TimestampMicrosecondArray::from((0..n).map(|_| 1_704_067_200_000_000i64 + rng.random_range(0..86_400_000_000i64 * 900)).collect::<Vec<_>>()))),
+                ])?;
+                append(&ws.warehouse, &name, &[b], BTreeMap::new(), WriteOptions { max_rows_per_file: Some(file_rows as usize) }).await?;
+                start += n;
+                files += 1;
+            }
+            println!("{}", serde_json::json!({ "table": table, "rows": rows, "files": files, "seconds": started.elapsed().as_secs_f64() }));
+        }
+        BenchCommand::Delete { table, learner } => {
+            let ws = super::workspace(config)?;
+            let started = Instant::now();
+            let r = rewrite_rows(&ws.warehouse, &TableName::parse(&table)?, &RowRewrite::delete(Predicate::eq("learner_id", Value::Int(learner)))).await?;
+            println!(
+                "{}",
+                serde_json::json!({
+                    "table": table,
+                    "seconds": started.elapsed().as_secs_f64(),
+                    "files_in_table": r.files_in_table,
+                    "files_read": r.files_read,
+                    "files_rewritten": r.files_rewritten.len(),
+                    "rows_deleted": r.rows_matched,
+                    "rows_in_table": r.rows_in_table,
+                })
+            );
+        }
+        BenchCommand::Plan { datasets, edges, seed } => plan_bench(datasets, edges, seed)?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A layered catalog: 10 source tables with learner_id, then derived tables fed by earlier
+/// ones; column edges are IDENTITY copies of the ID into `lid` (about 5% of tables),
+/// transformations and filters.
+fn plan_bench(datasets: usize, edges: usize, seed: u64) -> anyhow::Result<()> {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let sources = 10usize.min(datasets);
+    let name = |i: usize| if i < sources { format!("src.t{i}") } else { format!("d{}.t{i}", i % 100) };
+    let cols = 8usize;
+    let mut inv = lethe::plan::Inventory::default();
+    for i in 0..datasets {
+        // Sources hold learner_id; derived tables hold copies under another name.
+        let id_col = if i < sources { "learner_id" } else { "lid" };
+        let mut columns = vec![(id_col.to_string(), "long".to_string())];
+        columns.extend((1..cols).map(|c| (format!("c{c}"), "string".to_string())));
+        inv.tables.insert(name(i), lethe::plan::TableInfo { columns, ..Default::default() });
+    }
+    // One run (event) per derived dataset, its edges spread over the derived datasets.
+    let derived = datasets - sources;
+    let per = edges / derived.max(1);
+    let ns = "file:///warehouse";
+    let t0 = Instant::now();
+    let mut events = Vec::with_capacity(derived);
+    for i in sources..datasets {
+        let mut facet = ColumnLineageDatasetFacet::new("https://example.org/bench");
+        let mut inputs = BTreeSet::new();
+        for k in 0..per {
+            let from = rng.random_range(0..i);
+            inputs.insert(from);
+            let (from_col, to_col, t) = if k == 0 && rng.random_bool(0.05) {
+                let from_col = if from < sources { "learner_id" } else { "lid" };
+                (from_col.to_string(), "lid".to_string(), Transformation::direct("IDENTITY"))
+            } else {
+                (format!("c{}", rng.random_range(1..cols)), format!("c{}", rng.random_range(1..cols)), if rng.random_bool(0.7) { Transformation::direct("TRANSFORMATION") } else { Transformation::indirect("FILTER") })
+            };
+            facet = facet.with_field(to_col, [InputField::new(ns, name(from), from_col, [t])]);
+        }
+        let mut ev = RunEvent::complete("https://example.org/bench", Job::new("bench", format!("job{i}")), uuid::Uuid::from_u128(i as u128), chrono::DateTime::from_timestamp(1_700_000_000, 0).unwrap_or_default());
+        for from in inputs {
+            ev = ev.with_input(InputDataset::new(ns, name(from)));
+        }
+        events.push(ev.with_output(OutputDataset::new(ns, name(i)).with_column_lineage(facet)));
+    }
+    let generate = t0.elapsed().as_secs_f64();
+    let t1 = Instant::now();
+    let tables: BTreeSet<String> = inv.tables.keys().cloned().collect();
+    let mut builder = GraphBuilder::new(move |_ns: &str, n: &str| tables.contains(n).then(|| n.to_string()));
+    for ev in &events {
+        builder.add_event("bench.jsonl", ev)?;
+    }
+    let graph = builder.finish()?;
+    let build = t1.elapsed().as_secs_f64();
+    drop(events);
+    let dir = tempfile_dir()?;
+    std::fs::write(dir.join("subjects.toml"), "[learner]\nidentifiers = [\"src.t0.learner_id\"]\n")?;
+    let gov = lethe::governance::Governance::load(&dir)?;
+    let tw = Instant::now();
+    let w = lethe_lineage::walk(&graph, chrono::DateTime::<chrono::Utc>::MIN_UTC, &[lethe_lineage::Seed::new("src.t0", "learner_id", "learner_id")], |_| Vec::new());
+    let walk_seconds = tw.elapsed().as_secs_f64();
+    let reached = w.len();
+    drop(w);
+    let t2 = Instant::now();
+    let plan = lethe::plan::plan(&inv, &gov, &graph, "learner", None, &BTreeSet::new())?;
+    let planning = t2.elapsed().as_secs_f64();
+    let _ = std::fs::remove_dir_all(&dir);
+    println!(
+        "{}",
+        serde_json::json!({
+            "datasets": datasets,
+            "column_edges": graph.edge_count(),
+            "generate_seconds": generate,
+            "graph_build_seconds": build,
+            "plan_seconds": planning,
+            "walk_only_seconds": walk_seconds,
+            "walk_reached": reached,
+            "steps": plan.steps.len(),
+            "unresolved": plan.coverage.unresolved,
+        })
+    );
+    Ok(())
+}
+
+fn tempfile_dir() -> anyhow::Result<std::path::PathBuf> {
+    let d = std::env::temp_dir().join(format!("lethe-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&d)?;
+    Ok(d)
+}

@@ -299,7 +299,7 @@ pub async fn attest(
             control: r.control.clone(),
         })
         .collect();
-    let values_held = !destroy || !(logical_ok && physical_ok);
+    let values_held = !(destroy && logical_ok && physical_ok);
     residuals.push(Residual {
         place: format!("case file {}", case_path(ws, request).display()),
         basis: "the erasure's own record of the subject's traces, needed to prove the erasure"

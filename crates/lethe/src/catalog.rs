@@ -316,14 +316,17 @@ impl Catalog for SqlCatalog {
                 params![new, expected, self.name, table.namespace_str(), table.name],
             )?)
         };
-        fail::fail_point!("catalog-swap-unknown-after", |_| {
-            // Simulates a commit whose acknowledgement is lost: the swap happens, the caller
-            // sees an error and must reconcile.
-            swap(&conn)?;
-            Err(Error::Internal(
+        // Tests simulate a commit whose acknowledgement is lost: the swap happens, the caller
+        // sees an error and must reconcile. Named per table so parallel tests don't collide.
+        #[cfg(feature = "failpoints")]
+        if let Some(r) = fail::eval(&format!("catalog-swap-unknown-after/{table}"), |_| {
+            swap(&conn).map(|_| ())
+        }) {
+            r?;
+            return Err(Error::Internal(
                 "injected: commit acknowledgement lost".into(),
-            ))
-        });
+            ));
+        }
         if swap(&conn)? == 1 {
             return Ok(SwapOutcome::Swapped);
         }

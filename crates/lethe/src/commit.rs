@@ -175,11 +175,6 @@ pub async fn commit(
             cleanup(&planned.written);
             return Err(e);
         }
-        fail::fail_point!("commit-before-swap", |_| {
-            Err(Error::Internal(
-                "injected: stopped before the catalog swap".into(),
-            ))
-        });
         match wh
             .catalog
             .swap_location(name, &table.metadata_location, &new_location)

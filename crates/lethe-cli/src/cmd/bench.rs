@@ -16,7 +16,10 @@ use lethe::catalog::TableName;
 use lethe::ops::rewrite::{RowRewrite, append, rewrite_rows};
 use lethe::predicate::{Predicate, Value};
 use lethe::writer::WriteOptions;
-use lethe_lineage::{ColumnLineageDatasetFacet, GraphBuilder, InputDataset, InputField, Job, OutputDataset, RunEvent, Transformation};
+use lethe_lineage::{
+    ColumnLineageDatasetFacet, GraphBuilder, InputDataset, InputField, Job, OutputDataset,
+    RunEvent, Transformation,
+};
 use rand::{Rng, SeedableRng};
 
 #[derive(Debug, Subcommand)]
@@ -45,6 +48,15 @@ pub enum BenchCommand {
         #[arg(long)]
         learner: i64,
     },
+    /// Scan the warehouse for a real learner's traces alone, then among N synthetic subjects.
+    Scan {
+        /// The real learner.
+        #[arg(long, default_value_t = 3590)]
+        learner: i64,
+        /// Subjects in the second run.
+        #[arg(long, default_value_t = 1000)]
+        subjects: usize,
+    },
     /// Plan an erasure on a generated catalog and lineage graph, timed.
     Plan {
         /// Datasets.
@@ -61,20 +73,36 @@ pub enum BenchCommand {
 
 pub async fn run(c: BenchCommand, config: Option<&Path>) -> anyhow::Result<ExitCode> {
     match c {
-        BenchCommand::Events { table, rows, file_rows, per_learner } => {
+        BenchCommand::Events {
+            table,
+            rows,
+            file_rows,
+            per_learner,
+        } => {
             let ws = super::workspace(config)?;
             let name = TableName::parse(&table)?;
             let schema = Schema::builder()
                 .with_fields(vec![
-                    NestedField::required(1, "event_id", Type::Primitive(PrimitiveType::Long)).into(),
-                    NestedField::optional(2, "learner_id", Type::Primitive(PrimitiveType::Long)).into(),
-                    NestedField::optional(3, "course_id", Type::Primitive(PrimitiveType::Long)).into(),
+                    NestedField::required(1, "event_id", Type::Primitive(PrimitiveType::Long))
+                        .into(),
+                    NestedField::optional(2, "learner_id", Type::Primitive(PrimitiveType::Long))
+                        .into(),
+                    NestedField::optional(3, "course_id", Type::Primitive(PrimitiveType::Long))
+                        .into(),
                     NestedField::optional(4, "kind", Type::Primitive(PrimitiveType::String)).into(),
-                    NestedField::optional(5, "ip_address", Type::Primitive(PrimitiveType::String)).into(),
-                    NestedField::optional(6, "occurred_at", Type::Primitive(PrimitiveType::Timestamp)).into(),
+                    NestedField::optional(5, "ip_address", Type::Primitive(PrimitiveType::String))
+                        .into(),
+                    NestedField::optional(
+                        6,
+                        "occurred_at",
+                        Type::Primitive(PrimitiveType::Timestamp),
+                    )
+                    .into(),
                 ])
                 .build()?;
-            ws.warehouse.create_table(&name, schema, None, None, HashMap::new(), FormatVersion::V2).await?;
+            ws.warehouse
+                .create_table(&name, schema, None, None, HashMap::new(), FormatVersion::V2)
+                .await?;
             let started = Instant::now();
             let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
             let mut start = 0u64;
@@ -82,25 +110,82 @@ pub async fn run(c: BenchCommand, config: Option<&Path>) -> anyhow::Result<ExitC
             while start < rows {
                 let n = file_rows.min(rows - start);
                 let ids: Vec<i64> = (start..start + n).map(|i| i as i64 + 1).collect();
-                let learners: Vec<i64> = (start..start + n).map(|i| (i / per_learner) as i64 + 1).collect();
+                let learners: Vec<i64> = (start..start + n)
+                    .map(|i| (i / per_learner) as i64 + 1)
+                    .collect();
                 let b = RecordBatch::try_from_iter(vec![
                     ("event_id", Arc::new(Int64Array::from(ids)) as ArrayRef),
                     ("learner_id", Arc::new(Int64Array::from(learners))),
-                    ("course_id", Arc::new(Int64Array::from((0..n).map(|_| rng.random_range(1..500)).collect::<Vec<i64>>()))),
-                    ("kind", Arc::new(StringArray::from((0..n).map(|_| ["view", "play", "quiz_submit"][rng.random_range(0..3)]).collect::<Vec<_>>()))),
-                    ("ip_address", Arc::new(StringArray::from((0..n).map(|_| format!("10.{}.{}.{}", rng.random_range(0..256), rng.random_range(0..256), rng.random_range(1..255))).collect::<Vec<_>>()))),
-                    ("occurred_at", Arc::new(TimestampMicrosecondArray::from((0..n).map(|_| 1_704_067_200_000_000i64 + rng.random_range(0..86_400_000_000i64 * 900)).collect::<Vec<_>>()))),
+                    (
+                        "course_id",
+                        Arc::new(Int64Array::from(
+                            (0..n)
+                                .map(|_| rng.random_range(1..500))
+                                .collect::<Vec<i64>>(),
+                        )),
+                    ),
+                    (
+                        "kind",
+                        Arc::new(StringArray::from(
+                            (0..n)
+                                .map(|_| ["view", "play", "quiz_submit"][rng.random_range(0..3)])
+                                .collect::<Vec<_>>(),
+                        )),
+                    ),
+                    (
+                        "ip_address",
+                        Arc::new(StringArray::from(
+                            (0..n)
+                                .map(|_| {
+                                    format!(
+                                        "10.{}.{}.{}",
+                                        rng.random_range(0..256),
+                                        rng.random_range(0..256),
+                                        rng.random_range(1..255)
+                                    )
+                                })
+                                .collect::<Vec<_>>(),
+                        )),
+                    ),
+                    (
+                        "occurred_at",
+                        Arc::new(TimestampMicrosecondArray::from(
+                            (0..n)
+                                .map(|_| {
+                                    1_704_067_200_000_000i64
+                                        + rng.random_range(0..86_400_000_000i64 * 900)
+                                })
+                                .collect::<Vec<_>>(),
+                        )),
+                    ),
                 ])?;
-                append(&ws.warehouse, &name, &[b], BTreeMap::new(), WriteOptions { max_rows_per_file: Some(file_rows as usize) }).await?;
+                append(
+                    &ws.warehouse,
+                    &name,
+                    &[b],
+                    BTreeMap::new(),
+                    WriteOptions {
+                        max_rows_per_file: Some(file_rows as usize),
+                    },
+                )
+                .await?;
                 start += n;
                 files += 1;
             }
-            println!("{}", serde_json::json!({ "table": table, "rows": rows, "files": files, "seconds": started.elapsed().as_secs_f64() }));
+            println!(
+                "{}",
+                serde_json::json!({ "table": table, "rows": rows, "files": files, "seconds": started.elapsed().as_secs_f64() })
+            );
         }
         BenchCommand::Delete { table, learner } => {
             let ws = super::workspace(config)?;
             let started = Instant::now();
-            let r = rewrite_rows(&ws.warehouse, &TableName::parse(&table)?, &RowRewrite::delete(Predicate::eq("learner_id", Value::Int(learner)))).await?;
+            let r = rewrite_rows(
+                &ws.warehouse,
+                &TableName::parse(&table)?,
+                &RowRewrite::delete(Predicate::eq("learner_id", Value::Int(learner))),
+            )
+            .await?;
             println!(
                 "{}",
                 serde_json::json!({
@@ -114,7 +199,75 @@ pub async fn run(c: BenchCommand, config: Option<&Path>) -> anyhow::Result<ExitC
                 })
             );
         }
-        BenchCommand::Plan { datasets, edges, seed } => plan_bench(datasets, edges, seed)?,
+        BenchCommand::Plan {
+            datasets,
+            edges,
+            seed,
+        } => plan_bench(datasets, edges, seed)?,
+        BenchCommand::Scan { learner, subjects } => {
+            let ws = super::workspace(config)?;
+            let gov = ws.governance()?;
+            let req = lethe::erase::RequestSpec {
+                request: "bench".into(),
+                subject: "learner".into(),
+                id: learner.to_string(),
+            };
+            let real = lethe::erase::prepare(&ws, &gov, &[req], None, &|_| {})
+                .await?
+                .cases;
+            let mut many = real.clone();
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
+            for i in 1..subjects {
+                let mut c = lethe::erase::CaseFile {
+                    request: format!("synthetic-{i}"),
+                    subject: "learner".into(),
+                    ..Default::default()
+                };
+                c.ids.insert(
+                    "learner_id".into(),
+                    vec![(10_000_000 + i as i64).to_string()],
+                );
+                for (kind, v) in [
+                    (
+                        "email",
+                        format!(
+                            "synthetic.{i}.{}@nowhere.example",
+                            rng.random_range(0..1_000_000)
+                        ),
+                    ),
+                    (
+                        "full_name",
+                        format!("Synthetic {} Person{i}", rng.random_range(0..1_000_000)),
+                    ),
+                    (
+                        "phone",
+                        format!("+99 {:04} {:06}", rng.random_range(0..10_000), i),
+                    ),
+                ] {
+                    c.values.push(lethe::erase::ValueTrace {
+                        kind: kind.into(),
+                        value: v,
+                    });
+                }
+                many.push(c);
+            }
+            let one = lethe::prove::prove(&ws, &real, &|_| {}).await?;
+            let all = lethe::prove::prove(&ws, &many, &|_| {}).await?;
+            let same = one.hits.len() == all.hits.iter().filter(|h| h.request == "bench").count();
+            println!(
+                "{}",
+                serde_json::json!({
+                    "files": one.files_read,
+                    "bytes": one.bytes_read,
+                    "one_subject_seconds": one.seconds,
+                    "subjects": subjects,
+                    "many_subjects_seconds": all.seconds,
+                    "ratio": all.seconds / one.seconds,
+                    "one_subject_bytes_per_second": one.bytes_read as f64 / one.seconds,
+                    "real_subject_hits_same": same,
+                })
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -125,7 +278,13 @@ pub async fn run(c: BenchCommand, config: Option<&Path>) -> anyhow::Result<ExitC
 fn plan_bench(datasets: usize, edges: usize, seed: u64) -> anyhow::Result<()> {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     let sources = 10usize.min(datasets);
-    let name = |i: usize| if i < sources { format!("src.t{i}") } else { format!("d{}.t{i}", i % 100) };
+    let name = |i: usize| {
+        if i < sources {
+            format!("src.t{i}")
+        } else {
+            format!("d{}.t{i}", i % 100)
+        }
+    };
     let cols = 8usize;
     let mut inv = lethe::plan::Inventory::default();
     for i in 0..datasets {
@@ -133,7 +292,13 @@ fn plan_bench(datasets: usize, edges: usize, seed: u64) -> anyhow::Result<()> {
         let id_col = if i < sources { "learner_id" } else { "lid" };
         let mut columns = vec![(id_col.to_string(), "long".to_string())];
         columns.extend((1..cols).map(|c| (format!("c{c}"), "string".to_string())));
-        inv.tables.insert(name(i), lethe::plan::TableInfo { columns, ..Default::default() });
+        inv.tables.insert(
+            name(i),
+            lethe::plan::TableInfo {
+                columns,
+                ..Default::default()
+            },
+        );
     }
     // One run (event) per derived dataset, its edges spread over the derived datasets.
     let derived = datasets - sources;
@@ -149,13 +314,30 @@ fn plan_bench(datasets: usize, edges: usize, seed: u64) -> anyhow::Result<()> {
             inputs.insert(from);
             let (from_col, to_col, t) = if k == 0 && rng.random_bool(0.05) {
                 let from_col = if from < sources { "learner_id" } else { "lid" };
-                (from_col.to_string(), "lid".to_string(), Transformation::direct("IDENTITY"))
+                (
+                    from_col.to_string(),
+                    "lid".to_string(),
+                    Transformation::direct("IDENTITY"),
+                )
             } else {
-                (format!("c{}", rng.random_range(1..cols)), format!("c{}", rng.random_range(1..cols)), if rng.random_bool(0.7) { Transformation::direct("TRANSFORMATION") } else { Transformation::indirect("FILTER") })
+                (
+                    format!("c{}", rng.random_range(1..cols)),
+                    format!("c{}", rng.random_range(1..cols)),
+                    if rng.random_bool(0.7) {
+                        Transformation::direct("TRANSFORMATION")
+                    } else {
+                        Transformation::indirect("FILTER")
+                    },
+                )
             };
             facet = facet.with_field(to_col, [InputField::new(ns, name(from), from_col, [t])]);
         }
-        let mut ev = RunEvent::complete("https://example.org/bench", Job::new("bench", format!("job{i}")), uuid::Uuid::from_u128(i as u128), chrono::DateTime::from_timestamp(1_700_000_000, 0).unwrap_or_default());
+        let mut ev = RunEvent::complete(
+            "https://example.org/bench",
+            Job::new("bench", format!("job{i}")),
+            uuid::Uuid::from_u128(i as u128),
+            chrono::DateTime::from_timestamp(1_700_000_000, 0).unwrap_or_default(),
+        );
         for from in inputs {
             ev = ev.with_input(InputDataset::new(ns, name(from)));
         }
@@ -164,7 +346,8 @@ fn plan_bench(datasets: usize, edges: usize, seed: u64) -> anyhow::Result<()> {
     let generate = t0.elapsed().as_secs_f64();
     let t1 = Instant::now();
     let tables: BTreeSet<String> = inv.tables.keys().cloned().collect();
-    let mut builder = GraphBuilder::new(move |_ns: &str, n: &str| tables.contains(n).then(|| n.to_string()));
+    let mut builder =
+        GraphBuilder::new(move |_ns: &str, n: &str| tables.contains(n).then(|| n.to_string()));
     for ev in &events {
         builder.add_event("bench.jsonl", ev)?;
     }
@@ -172,10 +355,22 @@ fn plan_bench(datasets: usize, edges: usize, seed: u64) -> anyhow::Result<()> {
     let build = t1.elapsed().as_secs_f64();
     drop(events);
     let dir = tempfile_dir()?;
-    std::fs::write(dir.join("subjects.toml"), "[learner]\nidentifiers = [\"src.t0.learner_id\"]\n")?;
+    std::fs::write(
+        dir.join("subjects.toml"),
+        "[learner]\nidentifiers = [\"src.t0.learner_id\"]\n",
+    )?;
     let gov = lethe::governance::Governance::load(&dir)?;
     let tw = Instant::now();
-    let w = lethe_lineage::walk(&graph, chrono::DateTime::<chrono::Utc>::MIN_UTC, &[lethe_lineage::Seed::new("src.t0", "learner_id", "learner_id")], |_| Vec::new());
+    let w = lethe_lineage::walk(
+        &graph,
+        chrono::DateTime::<chrono::Utc>::MIN_UTC,
+        &[lethe_lineage::Seed::new(
+            "src.t0",
+            "learner_id",
+            "learner_id",
+        )],
+        |_| Vec::new(),
+    );
     let walk_seconds = tw.elapsed().as_secs_f64();
     let reached = w.len();
     drop(w);

@@ -642,3 +642,43 @@ async fn expiry_honours_gc_enabled_min_snapshots_and_tags() {
             > 0
     );
 }
+
+/// A commit whose acknowledgement is lost: lethe reloads, finds its own metadata current, and
+/// counts the commit as landed; it deletes none of the files it wrote.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unknown_commit_outcome_is_reconciled_by_reloading() {
+    let demo = Demo::new().await;
+    let wh = &demo.ws.warehouse;
+    let name = TableName::parse("learning.reviews").unwrap();
+    fail::cfg("catalog-swap-unknown-after/learning.reviews", "1*return").unwrap();
+    let r = rewrite_rows(
+        wh,
+        &name,
+        &RowRewrite::delete(Predicate::eq("learner_id", Value::Int(3590))),
+    )
+    .await;
+    fail::remove("catalog-swap-unknown-after/learning.reviews");
+    let r = r.unwrap();
+    assert_eq!(
+        r.attempts, 1,
+        "the reload showed the commit landed: no retry"
+    );
+    let t = wh.load(&name).await.unwrap();
+    assert_eq!(
+        t.current_snapshot().unwrap().snapshot_id(),
+        r.snapshot_id.unwrap()
+    );
+    for f in wh.current_files(&t).await.unwrap() {
+        assert!(
+            wh.store.exists(f.entry.data_file.file_path()).unwrap(),
+            "a file the commit wrote was deleted"
+        );
+    }
+    assert_eq!(
+        count_rows(wh, &t, &Predicate::eq("learner_id", Value::Int(3590)))
+            .await
+            .unwrap()
+            .0,
+        0
+    );
+}

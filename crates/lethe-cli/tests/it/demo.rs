@@ -319,3 +319,41 @@ async fn a_failing_pipeline_names_itself_and_leaves_its_target_as_it_was() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("broken_audience.sql:1: lethe:target"));
 }
+
+/// Once a warehouse uses generated properties, a pipeline run gives them back to the table it
+/// replaces before writing, so its new files keep no personal bounds.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pipeline_run_applies_the_generated_properties_to_its_target() {
+    let demo = Demo::new().await;
+    let wh = &demo.ws.warehouse;
+    demo.lethe_ok(&["properties", "apply"], 0);
+    let name = TableName::parse("marketing.audience").unwrap();
+    // Someone removes the table's settings (as a drop-and-recreate would).
+    let t = wh.load(&name).await.unwrap();
+    let mut strip = SetProperties::default();
+    strip.remove = t
+        .metadata
+        .properties()
+        .keys()
+        .filter(|k| k.starts_with("write.metadata.metrics.column."))
+        .cloned()
+        .collect();
+    assert!(!strip.remove.is_empty());
+    commit(wh, &name, &mut strip).await.unwrap();
+    demo.lethe_ok(&["properties", "check"], 1);
+    demo.lethe_ok(&["pipeline", "run", "marketing_audience"], 0);
+    demo.lethe_ok(&["properties", "check"], 0);
+    let t = wh.load(&name).await.unwrap();
+    let email = t
+        .metadata
+        .current_schema()
+        .field_by_name("email")
+        .unwrap()
+        .id;
+    for f in wh.current_files(&t).await.unwrap() {
+        assert!(
+            !f.entry.data_file.lower_bounds().contains_key(&email),
+            "the rebuilt files keep no email bounds"
+        );
+    }
+}

@@ -173,6 +173,60 @@ const NOTES: &[&str] = &[
     "hearing impaired: captions on",
 ];
 
+/// Column vectors of one demo table, in its column order.
+type LearnerColumns = (
+    Vec<i64>,
+    Vec<String>,
+    Vec<String>,
+    Vec<String>,
+    Vec<String>,
+    Vec<String>,
+    Vec<i32>,
+    Vec<Option<String>>,
+    Vec<String>,
+    Vec<bool>,
+    Vec<Option<bool>>,
+    Vec<i64>,
+);
+
+/// Column vectors of one demo table, in its column order.
+type InstructorColumns = (
+    Vec<i64>,
+    Vec<String>,
+    Vec<String>,
+    Vec<String>,
+    Vec<Option<i64>>,
+);
+
+/// Column vectors of one demo table, in its column order.
+type CourseColumns = (
+    Vec<i64>,
+    Vec<i64>,
+    Vec<String>,
+    Vec<String>,
+    Vec<i128>,
+    Vec<Option<i64>>,
+);
+
+/// Column vectors of one demo table, in its column order.
+type EnrollmentColumns = (
+    Vec<i64>,
+    Vec<i64>,
+    Vec<i64>,
+    Vec<Option<i64>>,
+    Vec<Option<i64>>,
+);
+
+/// Column vectors of one demo table, in its column order.
+type ReviewColumns = (
+    Vec<i64>,
+    Vec<i64>,
+    Vec<i64>,
+    Vec<i32>,
+    Vec<String>,
+    Vec<Option<i64>>,
+);
+
 /// One batch per append, for one table.
 #[derive(Debug, Clone)]
 pub struct TableData {
@@ -284,20 +338,7 @@ pub fn generate(scale: u32, seed: u64) -> Vec<TableData> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let n_learners = 5_000 * scale;
     let mut learners: Vec<Learner> = Vec::with_capacity(n_learners as usize);
-    let mut cols: (
-        Vec<i64>,
-        Vec<String>,
-        Vec<String>,
-        Vec<String>,
-        Vec<String>,
-        Vec<String>,
-        Vec<i32>,
-        Vec<Option<String>>,
-        Vec<String>,
-        Vec<bool>,
-        Vec<Option<bool>>,
-        Vec<i64>,
-    ) = Default::default();
+    let mut cols: LearnerColumns = Default::default();
     let asked_from = NaiveDate::from_ymd_opt(2025, 3, 1)
         .expect("date")
         .and_hms_opt(0, 0, 0)
@@ -423,13 +464,7 @@ pub fn generate(scale: u32, seed: u64) -> Vec<TableData> {
 
     // crm.instructors and learning.courses.
     let n_instructors = 40 * scale;
-    let mut ins: (
-        Vec<i64>,
-        Vec<String>,
-        Vec<String>,
-        Vec<String>,
-        Vec<Option<i64>>,
-    ) = Default::default();
+    let mut ins: InstructorColumns = Default::default();
     for id in 1..=n_instructors {
         let first = pick(&mut rng, FIRST);
         let last = pick(&mut rng, LAST);
@@ -462,14 +497,7 @@ pub fn generate(scale: u32, seed: u64) -> Vec<TableData> {
         ("joined_at", ts_array(ins.4)),
     ]);
     let n_courses = 120 * scale;
-    let mut cs: (
-        Vec<i64>,
-        Vec<i64>,
-        Vec<String>,
-        Vec<String>,
-        Vec<i128>,
-        Vec<Option<i64>>,
-    ) = Default::default();
+    let mut cs: CourseColumns = Default::default();
     for id in 1..=n_courses {
         cs.0.push(id);
         cs.1.push(rng.random_range(1..=n_instructors));
@@ -512,13 +540,7 @@ pub fn generate(scale: u32, seed: u64) -> Vec<TableData> {
     ]);
 
     // learning.enrollments.
-    let mut en: (
-        Vec<i64>,
-        Vec<i64>,
-        Vec<i64>,
-        Vec<Option<i64>>,
-        Vec<Option<i64>>,
-    ) = Default::default();
+    let mut en: EnrollmentColumns = Default::default();
     let mut enrolled: Vec<(i64, i64, NaiveDateTime)> = Vec::new();
     for l in &learners {
         let n = if l.id == DEMO_LEARNER {
@@ -662,14 +684,7 @@ pub fn generate(scale: u32, seed: u64) -> Vec<TableData> {
 
     // learning.reviews: about one per three learners who enrolled; texts sometimes name
     // another learner.
-    let mut rv: (
-        Vec<i64>,
-        Vec<i64>,
-        Vec<i64>,
-        Vec<i32>,
-        Vec<String>,
-        Vec<Option<i64>>,
-    ) = Default::default();
+    let mut rv: ReviewColumns = Default::default();
     let mut seen_demo = false;
     for (lid, course, at) in &enrolled {
         let write = if *lid == DEMO_LEARNER {
@@ -841,7 +856,6 @@ pub fn generate(scale: u32, seed: u64) -> Vec<TableData> {
             ),
         ]));
     }
-    let _ = learners.iter().map(|l| &l.email).count();
 
     vec![
         TableData {

@@ -108,12 +108,11 @@ fn prop_i64(table: &LoadedTable, key: &str) -> Result<Option<i64>> {
         .transpose()
 }
 
+/// What expiry keeps (snapshot id -> reason), expires (snapshot ids), and which refs it drops.
+pub type Selection = (BTreeMap<i64, String>, Vec<i64>, Vec<String>);
+
 /// Decides which snapshots to keep (with reasons) and which refs expire.
-pub fn select(
-    table: &LoadedTable,
-    cutoff: Cutoff,
-    now: DateTime<Utc>,
-) -> Result<(BTreeMap<i64, String>, Vec<i64>, Vec<String>)> {
+pub fn select(table: &LoadedTable, cutoff: Cutoff, now: DateTime<Utc>) -> Result<Selection> {
     let meta = &table.metadata;
     let default_min = prop_i64(table, "history.expire.min-snapshots-to-keep")?
         .unwrap_or(1)

@@ -127,7 +127,6 @@ pub async fn sweep(
         }
         let removed = old_enough && !dry_run;
         if removed {
-            fail::fail_point!("sweep-before-delete");
             wh.store.delete(&f.location)?;
             report.removed += 1;
         }

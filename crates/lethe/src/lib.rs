@@ -23,7 +23,11 @@ pub mod writer;
 
 pub use error::{Error, Result};
 pub mod attest;
+pub mod audit;
 pub mod batchio;
+pub mod consent;
+pub mod policy;
+pub mod query;
 pub mod erase;
 pub mod explain;
 pub mod inspect;

@@ -191,8 +191,9 @@ async fn walkthrough(dir: PathBuf, scale: u32, seed: u64) -> anyhow::Result<Exit
         cfg,
     )
     .await?;
+    super::consent::walkthrough(6, lethe::demo::data::DEMO_LEARNER, cfg).await?;
     heading(
-        6,
+        7,
         "Erase (one writer here, so no minimum file age)",
         &format!("lethe erase --subject {subject} --request erasure-0001 --min-age 0"),
     );
@@ -205,13 +206,13 @@ async fn walkthrough(dir: PathBuf, scale: u32, seed: u64) -> anyhow::Result<Exit
         return Ok(code);
     }
     heading(
-        7,
+        8,
         "Prove it: read every file",
         "lethe scan --request erasure-0001",
     );
     super::prove::scan(super::prove::ScanArgs::request("erasure-0001"), cfg).await?;
     heading(
-        8,
+        9,
         "Attest",
         &format!(
             "lethe attest --request erasure-0001 --html {}",

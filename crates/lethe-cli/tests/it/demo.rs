@@ -28,7 +28,7 @@ async fn pyiceberg_reads_every_table_with_the_rows_lethe_reports() {
             )
         })
         .collect();
-    assert_eq!(lethe_rows.len(), 12, "{lethe_rows:?}");
+    assert_eq!(lethe_rows.len(), 13, "{lethe_rows:?}"); // 12 + consent.records
     assert_eq!(lethe_rows["crm.learners"], 5_000);
     assert_eq!(lethe_rows["learning.events"], 100_000);
     assert_eq!(lethe_rows["support.tickets"], 2_000);

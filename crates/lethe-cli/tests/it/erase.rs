@@ -180,7 +180,7 @@ async fn with_generated_properties_the_erasure_leaves_nothing_behind() {
     let all = pyiceberg(&demo.dir, "read_tables.py", &[], None);
     assert_eq!(
         all.as_object().unwrap().len(),
-        12,
+        13,
         "PyIceberg loads every table"
     );
     // Rerunning the finished request changes nothing and says so.

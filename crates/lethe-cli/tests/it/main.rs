@@ -5,6 +5,7 @@
 
 mod commits;
 mod common;
+mod consent;
 mod demo;
 mod erase;
 mod plan;

@@ -35,7 +35,8 @@ async fn the_demo_plan_for_learner_3590_has_ten_steps() {
     let demo = Demo::new().await;
     let plan = explain_json(&demo, "learner=3590", 0);
     let s = steps(&plan);
-    assert_eq!(s.len(), 10, "{:#?}", s.keys());
+    assert_eq!(s.len(), 11, "{:#?}", s.keys()); // ten, and consent.records (DELETE)
+    assert_eq!(s["consent.records"]["action"], "DELETE");
     let action = |t: &str| s[t]["action"].as_str().unwrap().to_string();
     let column = |t: &str| s[t]["column"].as_str().unwrap_or("").to_string();
     assert_eq!(action("billing.payments"), "REWRITE");
@@ -110,7 +111,7 @@ async fn the_demo_plan_for_learner_3590_has_ten_steps() {
     let ids = lethe::plan::column_values(&rows, "review_id").unwrap();
     let shown: Vec<String> = ids.iter().map(|v| v.to_string()).collect();
     assert_eq!(s["ai.review_corpus"]["values"], serde_json::json!(shown));
-    assert_eq!(plan["coverage"]["discovered"], 10);
+    assert_eq!(plan["coverage"]["discovered"], 11);
     assert_eq!(plan["coverage"]["unresolved"], 0);
     assert_eq!(plan["coverage"]["percent"], 100.0);
     assert_eq!(plan["verdict"], "COMPLETE");

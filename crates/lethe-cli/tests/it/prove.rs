@@ -90,7 +90,7 @@ async fn the_scan_finds_the_learner_in_data_and_bounds_then_nowhere() {
     assert_eq!(a["verdict"]["logical"], "COMPLETE");
     assert_eq!(a["verdict"]["physical"], "COMPLETE");
     assert_eq!(a["coverage"]["unresolved"], 0);
-    assert_eq!(a["tables"].as_array().unwrap().len(), 10);
+    assert_eq!(a["tables"].as_array().unwrap().len(), 11); // with consent.records
     assert!(a["subject"]["register_hash"].as_str().unwrap().len() == 64);
     // The evidence holds no value of the person.
     let page = std::fs::read_to_string(&html).unwrap();

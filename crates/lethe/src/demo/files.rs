@@ -107,6 +107,17 @@ currency = "internal"
 card_number = { classification = "sensitive", note = "Should not be stored at all: the provider keeps it" }
 paid_at = "internal"
 
+[tables."consent.records"]
+owner = "privacy team"
+source = "lethe consent set/withdraw; seeded from the sign-up form's answers"
+[tables."consent.records".columns]
+learner_id = { classification = "internal", identifies = "learner" }
+purpose = "internal"
+state = "internal"
+changed_at = "internal"
+source = "internal"
+recorded_at = "internal"
+
 [tables."analytics.learner_activity"]
 owner = "analytics team"
 [tables."analytics.learner_activity".columns]
@@ -241,4 +252,65 @@ name = "warehouse backups"
 basis = "disaster-recovery copies of the warehouse folder"
 expires = "35 days after the erasure"
 control = "a restore runs `lethe register check` before the warehouse is used again"
+"#;
+
+/// `governance/policy.toml`: who may read what through `lethe query --as`, and where consent
+/// lives.
+pub const POLICY: &str = r#"# Who may read what through `lethe query --as PRINCIPAL`. Reviewed by the data-protection team.
+# Anything not granted here is refused; every decision goes to state/audit.jsonl.
+
+[consent]
+# Consent states with their history (lethe consent set/withdraw). The booleans below are derived
+# from the current state and kept in step by lethe (given = true, unknown = null).
+table = "consent.records"
+subject = "learner"
+[consent.purposes]
+marketing = "crm.learners.marketing_consent"
+ai_training = "crm.learners.ai_training_consent"
+
+[principals]
+"marketing-1" = { role = "marketing" }
+analyst_gb = { role = "analysts", attributes = { country = "GB" } }
+dpo = { role = "privacy" }
+
+[roles.marketing]
+# The people marketing may contact: consent given and account active.
+tables = ["crm.learners"]
+[roles.marketing.masks]
+identifier = "clear"
+personal = "null"
+sensitive = "null"
+internal = "clear"
+public = "clear"
+[roles.marketing.columns."crm.learners"]
+full_name = "clear"
+email = "clear"
+[roles.marketing.row_filters]
+"crm.learners" = "marketing_consent = true AND status = 'active'"
+
+[roles.analysts]
+# Everything but consent records, with learners behind keyed pseudonyms (the same in every
+# table, so joins work). Tables with unclassified columns stay closed.
+tables = ["crm.*", "learning.*", "support.*", "billing.*", "analytics.*", "marketing.*", "ai.*"]
+[roles.analysts.masks]
+identifier = "pseudonym"
+personal = "null"
+sensitive = "null"
+internal = "clear"
+public = "clear"
+[roles.analysts.columns."crm.learners"]
+email = "pseudonym"          # count distinct people across systems without seeing addresses
+date_of_birth = "year"
+city = { prefix = 3 }        # generalised, as a postcode's first characters would be
+
+[roles.privacy]
+# The data-protection officer: every table, clear, unclassified columns included.
+tables = ["*"]
+unclassified = "allow"
+[roles.privacy.masks]
+identifier = "clear"
+personal = "clear"
+sensitive = "clear"
+internal = "clear"
+public = "clear"
 "#;

@@ -186,10 +186,12 @@ pub async fn init(opts: &DemoOptions, progress: &dyn Fn(&str)) -> Result<DemoRep
     write(&dir.join("governance/metadata.toml"), files::METADATA)?;
     write(&dir.join("governance/retention.toml"), files::RETENTION)?;
     write(&dir.join("governance/subjects.toml"), files::SUBJECTS)?;
+    write(&dir.join("governance/policy.toml"), files::POLICY)?;
     for (name, text) in files::PIPELINES {
         write(&dir.join("pipelines").join(name), text)?;
     }
     write_key(&dir.join("state/register.key"))?;
+    write_key(&dir.join("state/pseudonym.key"))?;
     let ws = Workspace::open(&Config::load(&config_file)?)?;
     let mut report = DemoReport {
         dir: dir.clone(),
@@ -237,6 +239,9 @@ pub async fn init(opts: &DemoOptions, progress: &dyn Fn(&str)) -> Result<DemoRep
         }
         report.tables.insert(t.table.to_string(), rows);
     }
+    progress("consent.records: seeding from the sign-up form's answers");
+    let seeded = crate::consent::seed_from_attributes(&ws, "sign-up form").await?;
+    report.tables.insert("consent.records".to_string(), seeded);
     for p in crate::pipeline::Pipeline::load_all(&ws.config.paths.pipelines)? {
         progress(&format!("pipeline {} -> {}", p.name, p.target));
         let run = crate::pipeline::run(&ws, &p).await?;

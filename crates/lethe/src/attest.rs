@@ -202,7 +202,6 @@ pub async fn attest(
                                 .map(crate::predicate::Value::Int)
                                 .unwrap_or_else(|_| crate::predicate::Value::Str(v.clone()))
                         })
-                        .filter(|v| s.values.contains(v))
                         .collect()
                 })
                 .unwrap_or_default(),

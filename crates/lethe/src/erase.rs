@@ -265,11 +265,13 @@ fn write_atomic(path: &Path, bytes: &[u8], private: bool) -> Result<()> {
     Ok(())
 }
 
+/// The journal holds the values that select the subject's rows until the erasure finishes,
+/// so, like a case file, it is readable only by its owner.
 fn save_journal(ws: &Workspace, j: &Journal) -> Result<()> {
     write_atomic(
         &journal_path(ws, &j.batch),
         serde_json::to_string_pretty(j)?.as_bytes(),
-        false,
+        true,
     )
 }
 
@@ -382,6 +384,7 @@ fn text_of(v: &Value) -> String {
 /// Resolves every label's values with the requests they belong to.
 async fn resolve_attributed(
     ws: &Workspace,
+    gov: &Governance,
     subject: &Subject,
     p: &Plan,
     ids: &[Value],
@@ -448,6 +451,29 @@ async fn resolve_attributed(
         .await?;
     }
     let labels: BTreeSet<String> = p.steps.iter().filter_map(|s| s.label.clone()).collect();
+    // Derived identifiers: the values their pattern selects, owned by whoever owns the value
+    // they embed.
+    let sources: BTreeMap<String, Vec<Value>> = out
+        .iter()
+        .map(|(l, m)| (l.clone(), m.values().map(|(v, _)| v.clone()).collect()))
+        .collect();
+    let wanted: std::collections::HashSet<String> = labels.iter().cloned().collect();
+    for (label, (from, pairs)) in
+        crate::discover::derived::resolve_labels(wh, gov, &p.subject, &wanted, &sources).await?
+    {
+        let mut m: BTreeMap<String, (Value, BTreeSet<usize>)> = BTreeMap::new();
+        for (v, src) in pairs {
+            let owners = out
+                .get(&from)
+                .and_then(|x| x.get(&key_of(&src)).map(|o| o.1.clone()))
+                .unwrap_or_default();
+            m.entry(key_of(&v))
+                .or_insert_with(|| (v.clone(), BTreeSet::new()))
+                .1
+                .extend(owners);
+        }
+        out.insert(label, m);
+    }
     // Key labels can depend on each other (a key of a table found by another key): resolve
     // until nothing changes, in plan order.
     for _ in 0..labels.len() + 1 {
@@ -519,19 +545,38 @@ pub async fn erase(
         valid_request_id(&r.request)?;
     }
     let batch = batch_id(requests);
+    let key_file = opts.key_file.clone().or_else(|| default_key_file(ws));
+    let key = RegisterKey::load(key_file.as_deref())?;
     let existing = load_journal(ws, &batch)?;
     if let Some(j) = &existing {
-        if j.requests != requests {
-            return Err(Error::invalid(format!(
-                "request {batch} was started for other subjects; use a new request ID"
-            )));
-        }
+        let same =
+            |a: &RequestSpec, b: &RequestSpec| a.request == b.request && a.subject == b.subject;
+        let matches = j.requests.len() == requests.len()
+            && j.requests.iter().zip(requests).all(|(a, b)| same(a, b));
         if j.finished_at.is_some() {
+            // A finished journal no longer holds the subjects' IDs: the register's keyed
+            // hashes say whether this is the same erasure.
+            let register = Register::in_state(&ws.config.paths.state).entries()?;
+            let hashed = requests.iter().all(|r| {
+                register
+                    .iter()
+                    .any(|e| e.request == r.request && e.hash == key.hash(&r.subject, &r.id))
+            });
+            if !(matches && hashed) {
+                return Err(Error::invalid(format!(
+                    "request {batch} was used for another subject; use a new request ID"
+                )));
+            }
             return Ok(EraseReport {
                 journal: j.clone(),
                 already_complete: true,
                 dry_run: opts.dry_run,
             });
+        }
+        if !matches || j.requests != requests {
+            return Err(Error::invalid(format!(
+                "request {batch} was started for other subjects; use a new request ID"
+            )));
         }
     } else {
         for r in requests {
@@ -545,8 +590,6 @@ pub async fn erase(
     }
     let gov = ws.governance()?;
     gov.subjects.get(&requests[0].subject)?;
-    let key_file = opts.key_file.clone().or_else(|| default_key_file(ws));
-    let key = RegisterKey::load(key_file.as_deref())?;
 
     let mut journal = match existing {
         Some(j) => {
@@ -713,6 +756,20 @@ pub async fn erase(
             durable_step(&format!("cleanup {table} {phase}"));
         }
     }
+    // Finished: nothing will be resumed, so the journal keeps counts and ids of snapshots, not
+    // the subjects' IDs nor the values that selected their rows (the case files keep those
+    // until attested; the register keeps keyed hashes).
+    for r in &mut journal.requests {
+        r.id.clear();
+    }
+    for s in &mut journal.steps {
+        s.values.clear();
+    }
+    if let Some(p) = journal.plan.as_mut() {
+        for s in &mut p.steps {
+            s.values.clear();
+        }
+    }
     journal.finished_at = Some(Utc::now().to_rfc3339());
     save_journal(ws, &journal)?;
     Ok(EraseReport {
@@ -798,7 +855,7 @@ pub async fn prepare(
     }
     let mut p = plan::plan(&inv, gov, &graph, subject_name, since, &pipeline_names(ws)?)?;
     progress("resolving the subject's values");
-    let attributed = resolve_attributed(ws, subject, &p, &ids).await?;
+    let attributed = resolve_attributed(ws, gov, subject, &p, &ids).await?;
     let flat: BTreeMap<String, Vec<Value>> = attributed
         .iter()
         .map(|(l, m)| (l.clone(), m.values().map(|(v, _)| v.clone()).collect()))

@@ -48,6 +48,14 @@ pub async fn erase(a: EraseArgs, config: Option<&Path>) -> anyhow::Result<ExitCo
     let ws = super::workspace(config)?;
     let requests: Vec<RequestSpec> = if let Some(r) = &a.resume {
         match find_request(&ws, r)? {
+            Some(j) if j.finished_at.is_some() => {
+                println!(
+                    "erasure {} is already complete ({}); nothing to do",
+                    j.batch,
+                    j.finished_at.unwrap_or_default()
+                );
+                return Ok(ExitCode::SUCCESS);
+            }
             Some(j) => j.requests,
             None => anyhow::bail!(
                 "no erasure with request {r} to resume (see {})",

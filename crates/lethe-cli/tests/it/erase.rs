@@ -183,7 +183,22 @@ async fn with_generated_properties_the_erasure_leaves_nothing_behind() {
         13,
         "PyIceberg loads every table"
     );
-    // Rerunning the finished request changes nothing and says so.
+    // The finished journal keeps no ID or value of the learner.
+    let journal =
+        std::fs::read_to_string(demo.dir.join("state/erasures/erasure-0001.json")).unwrap();
+    assert!(
+        !journal.contains("\"3590\""),
+        "the finished journal holds the learner's ID"
+    );
+    for v in &lethe::erase::read_case(ws, "erasure-0001").unwrap().values {
+        assert!(
+            !journal.contains(&v.value),
+            "the finished journal holds a {}",
+            v.kind
+        );
+    }
+    // Rerunning the finished request changes nothing and says so; the same request ID for
+    // another learner is refused.
     let before: Vec<String> = futures_locations(ws).await;
     let again = demo.lethe_ok(
         &[
@@ -196,6 +211,19 @@ async fn with_generated_properties_the_erasure_leaves_nothing_behind() {
         0,
     );
     assert!(again.contains("already complete"), "{again}");
+    assert!(
+        demo.lethe_ok(&["erase", "--resume", "erasure-0001"], 0)
+            .contains("already complete")
+    );
+    let out = demo.lethe(&[
+        "erase",
+        "--subject",
+        "learner=3591",
+        "--request",
+        "erasure-0001",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("was used for another subject"));
     assert_eq!(before, futures_locations(ws).await);
 }
 
@@ -308,10 +336,12 @@ async fn a_crash_after_any_durable_step_resumes_to_the_same_end_state() {
     )
     .await
     .unwrap();
-    assert_eq!(
-        contents(&crashed.ws).await,
-        contents(&clean.ws).await,
-        "same rows in every table"
+    let (a, b) = (contents(&crashed.ws).await, contents(&clean.ws).await);
+    assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>());
+    let differ: Vec<&String> = a.keys().filter(|t| a[*t] != b[*t]).collect();
+    assert!(
+        differ.is_empty(),
+        "same rows in every table; these differ: {differ:?}"
     );
     let entries = lethe::register::Register::in_state(&crashed.ws.config.paths.state)
         .entries()

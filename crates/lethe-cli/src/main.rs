@@ -20,6 +20,10 @@ use clap::{Parser, Subcommand};
 /// files under governance/.
 ///
 /// Start with `lethe demo init --dir demo` and `cd demo`, then `lethe tables`.
+///
+/// Exit codes: 0 when the result is complete; 1 when the command ran but the result is not (an
+/// INCOMPLETE plan, a refusal, files still holding the subject, a register incident); 2 for bad
+/// input or an error.
 #[derive(Debug, Parser)]
 #[command(name = "lethe", version, propagate_version = true)]
 struct Cli {

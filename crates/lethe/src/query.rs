@@ -35,8 +35,8 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, StringBuilder};
-use arrow::datatypes::{DataType, Int64Type, Schema as ArrowSchema, SchemaRef};
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
+use arrow::datatypes::{DataType, Schema as ArrowSchema, SchemaRef};
 use datafusion::catalog::view::ViewTable;
 use datafusion::catalog::{MemorySchemaProvider, SchemaProvider, TableProvider};
 use datafusion::common::tree_node::TreeNodeRecursion;
@@ -51,7 +51,6 @@ use datafusion::logical_expr::{
 use datafusion::prelude::{SessionConfig, SessionContext, lit};
 use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::Statement as SqlStatement;
-use hmac::{Hmac, KeyInit, Mac};
 use iceberg_datafusion::IcebergStaticTableProvider;
 use serde::Serialize;
 use sha2::Sha256;
@@ -74,11 +73,42 @@ pub const PSEUDONYM_CHARS: usize = 16;
 /// anything else as Arrow casts it to text. So an ID gives the same pseudonym whether a table
 /// stores it as an integer or as text.
 pub struct PseudonymUdf {
-    /// The HMAC state after absorbing the key (cloned per value).
-    mac: Hmac<Sha256>,
+    /// HMAC-SHA256 with the key's inner and outer blocks already absorbed.
+    mac: KeyedSha256,
     /// Tells instances apart for DataFusion's expression equality without looking at the key.
     instance: u64,
     signature: Signature,
+    /// Pseudonyms of integer IDs already computed in this session (an ID repeats across rows:
+    /// every event of a learner). Bounded by [`CACHE_MAX`].
+    cache: std::sync::Mutex<IdCache>,
+}
+
+/// Integer ID -> its pseudonym's 16 characters.
+type IdCache =
+    std::collections::HashMap<i64, [u8; PSEUDONYM_CHARS], std::hash::BuildHasherDefault<IdHasher>>;
+
+/// How many integer IDs a pseudonym function remembers (16 bytes each, plus the map's overhead).
+pub const CACHE_MAX: usize = 1 << 20;
+
+/// A multiplicative hash for integer keys (the keys come from the data, not from the query).
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 =
+                (self.0.rotate_left(5) ^ u64::from(*b)).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        }
+    }
+    fn write_i64(&mut self, v: i64) {
+        self.0 = (v as u64)
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            .rotate_left(29);
+    }
 }
 
 impl std::fmt::Debug for PseudonymUdf {
@@ -100,17 +130,107 @@ impl Hash for PseudonymUdf {
     }
 }
 
+/// HMAC-SHA256 (RFC 2104) with the key absorbed once: the inner and outer SHA-256 states
+/// after the key's `ipad` and `opad` blocks. Each tag then costs the message's blocks plus one
+/// outer block, straight through `sha2`'s compression function (hardware SHA where the CPU
+/// has it), with none of the generic buffering per value. Checked against the `hmac` crate in
+/// the tests. Its Debug output shows nothing.
+#[derive(Clone)]
+struct KeyedSha256 {
+    inner: [u32; 8],
+    outer: [u32; 8],
+}
+
+impl std::fmt::Debug for KeyedSha256 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("KeyedSha256(<redacted>)")
+    }
+}
+
+/// SHA-256's initial state.
+const SHA256_H0: [u32; 8] = [
+    0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19,
+];
+
+impl KeyedSha256 {
+    fn new(key: &[u8]) -> KeyedSha256 {
+        use sha2::Digest;
+        let mut k = [0u8; 64];
+        if key.len() > 64 {
+            k[..32].copy_from_slice(&Sha256::digest(key));
+        } else {
+            k[..key.len()].copy_from_slice(key);
+        }
+        let mut ipad = [0u8; 64];
+        let mut opad = [0u8; 64];
+        for i in 0..64 {
+            ipad[i] = k[i] ^ 0x36;
+            opad[i] = k[i] ^ 0x5c;
+        }
+        let mut inner = SHA256_H0;
+        let mut outer = SHA256_H0;
+        sha2::block_api::compress256(&mut inner, &[ipad]);
+        sha2::block_api::compress256(&mut outer, &[opad]);
+        KeyedSha256 { inner, outer }
+    }
+
+    /// The HMAC of `msg`, as SHA-256's eight state words.
+    fn tag(&self, msg: &[u8]) -> [u32; 8] {
+        let mut state = self.inner;
+        // The key block (64 bytes) precedes the message in the inner hash.
+        let bits = (64 + msg.len() as u64) * 8;
+        if msg.len() < 56 {
+            // One block: an ID, an email address.
+            let mut block = [0u8; 64];
+            block[..msg.len()].copy_from_slice(msg);
+            block[msg.len()] = 0x80;
+            block[56..].copy_from_slice(&bits.to_be_bytes());
+            sha2::block_api::compress256(&mut state, &[block]);
+        } else {
+            let mut chunks = msg.chunks_exact(64);
+            for c in &mut chunks {
+                let mut block = [0u8; 64];
+                block.copy_from_slice(c);
+                sha2::block_api::compress256(&mut state, &[block]);
+            }
+            finish(&mut state, chunks.remainder(), bits);
+        }
+        // The outer hash: the inner digest, padded, in one block.
+        let mut block = [0u8; 64];
+        for (i, w) in state.iter().enumerate() {
+            block[4 * i..4 * i + 4].copy_from_slice(&w.to_be_bytes());
+        }
+        block[32] = 0x80;
+        block[56..].copy_from_slice(&((64u64 + 32) * 8).to_be_bytes());
+        let mut out = self.outer;
+        sha2::block_api::compress256(&mut out, &[block]);
+        out
+    }
+}
+
+/// SHA-256's final padding of `rest` (fewer than 64 bytes), for a message of `bits` bits.
+fn finish(state: &mut [u32; 8], rest: &[u8], bits: u64) {
+    let mut block = [0u8; 64];
+    block[..rest.len()].copy_from_slice(rest);
+    block[rest.len()] = 0x80;
+    if rest.len() >= 56 {
+        sha2::block_api::compress256(state, &[block]);
+        block = [0u8; 64];
+    }
+    block[56..].copy_from_slice(&bits.to_be_bytes());
+    sha2::block_api::compress256(state, &[block]);
+}
+
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
 impl PseudonymUdf {
     /// The function under `key`.
     pub fn new(key: &PseudonymKey) -> Result<PseudonymUdf> {
-        let mac = <Hmac<Sha256> as KeyInit>::new_from_slice(key.expose())
-            .map_err(|_| Error::Internal("HMAC refused the pseudonym key".into()))?;
         Ok(PseudonymUdf {
-            mac,
+            mac: KeyedSha256::new(key.expose()),
             instance: rand::random(),
             signature: Signature::any(1, Volatility::Immutable),
+            cache: std::sync::Mutex::new(IdCache::default()),
         })
     }
 
@@ -122,72 +242,136 @@ impl PseudonymUdf {
     }
 
     fn write_pseudonym(&self, text: &[u8], out: &mut [u8; PSEUDONYM_CHARS]) {
-        let mut m = self.mac.clone();
-        m.update(text);
-        let tag = m.finalize().into_bytes();
-        for (i, b) in tag.iter().take(PSEUDONYM_CHARS / 2).enumerate() {
-            out[2 * i] = HEX[(b >> 4) as usize];
-            out[2 * i + 1] = HEX[(b & 0x0f) as usize];
+        let tag = self.mac.tag(text);
+        // The first 8 bytes of the tag are its first two words, big-endian.
+        for (w, word) in tag[..2].iter().enumerate() {
+            for k in 0..8 {
+                let nibble = (word >> (28 - 4 * k)) & 0x0f;
+                out[8 * w + k] = HEX[nibble as usize];
+            }
         }
     }
 
-    /// Pseudonymises an array (nulls stay null).
+    /// Pseudonymises an array (nulls stay null). Values are first cast to text by Arrow's
+    /// cast kernel (integers in decimal), then hashed; the output is built in one buffer.
     pub fn pseudonymise(&self, a: &ArrayRef) -> Result<ArrayRef> {
-        let n = a.len();
-        let mut b = StringBuilder::with_capacity(n, n * PSEUDONYM_CHARS);
-        let mut buf = [0u8; PSEUDONYM_CHARS];
-        let mut push = |b: &mut StringBuilder, text: Option<&[u8]>| -> Result<()> {
-            match text {
-                None => b.append_null(),
-                Some(t) => {
-                    self.write_pseudonym(t, &mut buf);
-                    let s = std::str::from_utf8(&buf)
-                        .map_err(|_| Error::Internal("pseudonym is not ASCII".into()))?;
-                    b.append_value(s);
-                }
-            }
-            Ok(())
-        };
-        match a.data_type() {
+        if matches!(
+            a.data_type(),
             DataType::Int8
-            | DataType::Int16
-            | DataType::Int32
-            | DataType::Int64
-            | DataType::UInt8
-            | DataType::UInt16
-            | DataType::UInt32 => {
-                let ints = arrow::compute::cast(a, &DataType::Int64)?;
-                let ints = ints.as_primitive::<Int64Type>();
-                let mut digits = [0u8; 20];
-                for i in 0..n {
-                    if ints.is_null(i) {
-                        push(&mut b, None)?;
-                    } else {
-                        let len = decimal(ints.value(i), &mut digits);
-                        push(&mut b, Some(&digits[20 - len..]))?;
-                    }
-                }
+                | DataType::Int16
+                | DataType::Int32
+                | DataType::Int64
+                | DataType::UInt8
+                | DataType::UInt16
+                | DataType::UInt32
+        ) {
+            return self.pseudonymise_ints(a);
+        }
+        let text = match a.data_type() {
+            DataType::Utf8 => a.clone(),
+            _ => arrow::compute::cast(a, &DataType::Utf8)?,
+        };
+        let s = text.as_string::<i32>();
+        let n = s.len();
+        if n > (i32::MAX as usize) / PSEUDONYM_CHARS {
+            return Err(Error::Internal("batch too large to pseudonymise".into()));
+        }
+        let offsets = s.value_offsets();
+        let data = s.value_data();
+        let nulls = s.nulls().cloned();
+        let mut values = vec![b'0'; n * PSEUDONYM_CHARS];
+        let mut out_offsets: Vec<i32> = Vec::with_capacity(n + 1);
+        let mut at = 0i32;
+        out_offsets.push(0);
+        for i in 0..n {
+            at += PSEUDONYM_CHARS as i32;
+            out_offsets.push(at);
+            if nulls.as_ref().is_some_and(|b| b.is_null(i)) {
+                continue;
             }
-            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
-                let s = arrow::compute::cast(a, &DataType::Utf8)?;
-                let s = s.as_string::<i32>();
-                for i in 0..n {
-                    push(&mut b, s.is_valid(i).then(|| s.value(i).as_bytes()))?;
-                }
-            }
-            _ => {
-                let s = arrow::compute::cast(a, &DataType::Utf8)?;
-                let s = s.as_string::<i32>();
-                for i in 0..n {
-                    push(&mut b, s.is_valid(i).then(|| s.value(i).as_bytes()))?;
-                }
+            let value = &data[offsets[i] as usize..offsets[i + 1] as usize];
+            let tag = self.mac.tag(value);
+            let out = &mut values[i * PSEUDONYM_CHARS..(i + 1) * PSEUDONYM_CHARS];
+            let [a, b, c, d] = tag[0].to_be_bytes();
+            let [e, f, g, h] = tag[1].to_be_bytes();
+            for (k, byte) in [a, b, c, d, e, f, g, h].into_iter().enumerate() {
+                let [hi, lo] = HEX2[byte as usize];
+                out[2 * k] = hi;
+                out[2 * k + 1] = lo;
             }
         }
-        Ok(Arc::new(b.finish()))
+        let array = arrow::array::StringArray::try_new(
+            arrow::buffer::OffsetBuffer::new(arrow::buffer::ScalarBuffer::from(out_offsets)),
+            arrow::buffer::Buffer::from_vec(values),
+            nulls,
+        )?;
+        Ok(Arc::new(array))
     }
 }
 
-/// Writes `v` in decimal at the end of `out`; returns how many bytes it used.
+impl PseudonymUdf {
+    /// Integer IDs: the cache first; the misses hashed outside the lock, then remembered.
+    fn pseudonymise_ints(&self, a: &ArrayRef) -> Result<ArrayRef> {
+        let ints = arrow::compute::cast(a, &DataType::Int64)?;
+        let ints = ints.as_primitive::<arrow::datatypes::Int64Type>();
+        let n = ints.len();
+        if n > (i32::MAX as usize) / PSEUDONYM_CHARS {
+            return Err(Error::Internal("batch too large to pseudonymise".into()));
+        }
+        let nulls = ints.nulls().cloned();
+        let raw = ints.values();
+        let mut values = vec![b'0'; n * PSEUDONYM_CHARS];
+        let mut misses: Vec<usize> = Vec::new();
+        {
+            let cache = self
+                .cache
+                .lock()
+                .map_err(|_| Error::Internal("pseudonym cache poisoned".into()))?;
+            for (i, v) in raw.iter().enumerate() {
+                if nulls.as_ref().is_some_and(|b| b.is_null(i)) {
+                    continue;
+                }
+                match cache.get(v) {
+                    Some(p) => {
+                        values[i * PSEUDONYM_CHARS..(i + 1) * PSEUDONYM_CHARS].copy_from_slice(p)
+                    }
+                    None => misses.push(i),
+                }
+            }
+        }
+        if !misses.is_empty() {
+            let mut digits = [0u8; 20];
+            let mut learned = Vec::with_capacity(misses.len());
+            for i in misses {
+                let len = decimal(raw[i], &mut digits);
+                let mut p = [0u8; PSEUDONYM_CHARS];
+                self.write_pseudonym(&digits[20 - len..], &mut p);
+                values[i * PSEUDONYM_CHARS..(i + 1) * PSEUDONYM_CHARS].copy_from_slice(&p);
+                learned.push((raw[i], p));
+            }
+            let mut cache = self
+                .cache
+                .lock()
+                .map_err(|_| Error::Internal("pseudonym cache poisoned".into()))?;
+            for (v, p) in learned {
+                if cache.len() >= CACHE_MAX {
+                    break;
+                }
+                cache.insert(v, p);
+            }
+        }
+        let offsets: Vec<i32> = (0..=n).map(|i| (i * PSEUDONYM_CHARS) as i32).collect();
+        let array = arrow::array::StringArray::try_new(
+            arrow::buffer::OffsetBuffer::new(arrow::buffer::ScalarBuffer::from(offsets)),
+            arrow::buffer::Buffer::from_vec(values),
+            nulls,
+        )?;
+        Ok(Arc::new(array))
+    }
+}
+
+/// Writes `v` in decimal at the end of `out` (as Arrow casts it to text); returns how many
+/// bytes it used.
 fn decimal(v: i64, out: &mut [u8; 20]) -> usize {
     let neg = v < 0;
     let mut u = v.unsigned_abs();
@@ -206,6 +390,17 @@ fn decimal(v: i64, out: &mut [u8; 20]) -> usize {
     }
     out.len() - i
 }
+
+/// Two hex digits per byte.
+const HEX2: [[u8; 2]; 256] = {
+    let mut t = [[0u8; 2]; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = [HEX[i >> 4], HEX[i & 0x0f]];
+        i += 1;
+    }
+    t
+};
 
 impl ScalarUDFImpl for PseudonymUdf {
     fn as_any(&self) -> &dyn Any {
@@ -785,12 +980,41 @@ mod tests {
 
     #[test]
     fn pseudonym_is_hmac_sha256_prefix_of_the_text() {
+        use hmac::{Hmac, KeyInit, Mac};
         let u = udf();
         let mut m =
             <Hmac<Sha256> as KeyInit>::new_from_slice(b"0123456789abcdef0123456789abcdef").unwrap();
         m.update(b"3590");
         let full = hex::encode(m.finalize().into_bytes());
         assert_eq!(u.pseudonym(b"3590"), full[..16]);
+    }
+
+    #[test]
+    fn keyed_sha256_is_hmac_sha256_for_every_length_and_key_size() {
+        use hmac::{Hmac, KeyInit, Mac};
+        use rand::{Rng, SeedableRng};
+        let seed = std::env::var("LETHE_TEST_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(7u64);
+        eprintln!("seed: {seed} (set LETHE_TEST_SEED to replay)");
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        for key_len in [16usize, 32, 63, 64, 65, 100] {
+            let key: Vec<u8> = (0..key_len).map(|_| rng.random()).collect();
+            let k = KeyedSha256::new(&key);
+            for len in (0..140).chain([1000, 4096]) {
+                let msg: Vec<u8> = (0..len).map(|_| rng.random()).collect();
+                let mut m = <Hmac<Sha256> as KeyInit>::new_from_slice(&key).unwrap();
+                m.update(&msg);
+                let want = m.finalize().into_bytes();
+                let got: Vec<u8> = k.tag(&msg).iter().flat_map(|w| w.to_be_bytes()).collect();
+                assert_eq!(
+                    got.as_slice(),
+                    want.as_slice(),
+                    "key {key_len} bytes, message {len}"
+                );
+            }
+        }
     }
 
     #[test]
@@ -826,12 +1050,38 @@ mod tests {
     }
 
     #[test]
-    fn decimals() {
+    fn decimals_match_arrows_text() {
         let mut buf = [0u8; 20];
-        for v in [0i64, 7, -7, 3590, i64::MAX, i64::MIN] {
-            let n = decimal(v, &mut buf);
-            assert_eq!(std::str::from_utf8(&buf[20 - n..]).unwrap(), v.to_string());
+        let vals = [0i64, 7, -7, 3590, i64::MAX, i64::MIN];
+        let a: ArrayRef = Arc::new(arrow::array::Int64Array::from(vals.to_vec()));
+        let text = arrow::compute::cast(&a, &DataType::Utf8).unwrap();
+        for (i, v) in vals.iter().enumerate() {
+            let n = decimal(*v, &mut buf);
+            assert_eq!(
+                std::str::from_utf8(&buf[20 - n..]).unwrap(),
+                text.as_string::<i32>().value(i)
+            );
         }
+    }
+
+    #[test]
+    fn the_cache_gives_what_hashing_gives() {
+        let u = udf();
+        let a: ArrayRef = Arc::new(arrow::array::Int64Array::from(vec![
+            Some(5),
+            Some(5),
+            None,
+            Some(9),
+            Some(5),
+        ]));
+        let first = u.pseudonymise(&a).unwrap();
+        let second = u.pseudonymise(&a).unwrap();
+        assert_eq!(first.as_ref(), second.as_ref());
+        let s = first.as_string::<i32>();
+        assert_eq!(s.value(0), u.pseudonym(b"5"));
+        assert_eq!(s.value(3), u.pseudonym(b"9"));
+        assert!(s.is_null(2));
+        assert_eq!(u.cache.lock().unwrap().len(), 2);
     }
 
     #[test]

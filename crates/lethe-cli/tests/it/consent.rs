@@ -817,3 +817,37 @@ async fn a_reload_from_the_crm_export_drifts_and_sync_repairs_it() {
         .collect();
     assert!(!ids.contains(&3590));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn demo_run_withdraws_before_it_erases_and_still_ends_complete() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = crate::common::lethe_in(tmp.path(), &["demo", "run", "--dir", "demo"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let withdraw = stdout.find("== 6. Withdraw").expect("the consent step");
+    let erase = stdout.find("== 7. Erase").expect("the erasure step");
+    assert!(withdraw < erase);
+    let step = &stdout[withdraw..erase];
+    // marketing sees N, then N-1; check names the stale table and the learner; rebuild clears it.
+    let counts: Vec<i64> = step
+        .lines()
+        .filter_map(|l| l.trim().trim_matches('|').trim().parse().ok())
+        .collect();
+    assert_eq!(counts.len(), 2, "{step}");
+    assert_eq!(counts[1], counts[0] - 1, "{step}");
+    assert!(
+        step.contains("marketing.audience  marketing_audience  marketing"),
+        "{step}"
+    );
+    assert!(step.contains("3590"), "{step}");
+    assert!(step.contains("rebuilt marketing.audience"), "{step}");
+    assert!(
+        stdout.contains("logical erasure: COMPLETE; physical purge: COMPLETE"),
+        "{stdout}"
+    );
+}

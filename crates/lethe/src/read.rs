@@ -25,27 +25,57 @@ fn field_id(f: &Field) -> Option<i32> {
 }
 
 /// Reads a whole Parquet data file as batches in `schema` (the table's current schema).
+///
+/// Rows come in file order, so the n-th row read is at position n (what position deletes
+/// name). A required column the file lacks is an error.
 pub fn read_data_file(
     store: &dyn FileStore,
     location: &str,
     schema: &Schema,
 ) -> Result<Vec<RecordBatch>> {
+    let (file_schema, batches) = read_raw(store, location)?;
+    project_batches(&file_schema, &batches, schema, location, false)
+}
+
+/// Reads a whole Parquet file as stored: its own Arrow schema (field ids in the fields'
+/// `PARQUET:field_id` metadata) and its batches in file order.
+pub fn read_raw(
+    store: &dyn FileStore,
+    location: &str,
+) -> Result<(ArrowSchemaRef, Vec<RecordBatch>)> {
     let reader = store.open(location)?;
-    let builder = ParquetRecordBatchReaderBuilder::try_new(reader).map_err(|e| {
-        Error::invalid(format!(
-            "data file {location} can't be read as Parquet: {e}"
-        ))
-    })?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(reader)
+        .map_err(|e| Error::invalid(format!("{location} can't be read as Parquet: {e}")))?;
     let file_schema = builder.schema().clone();
-    let target = writer::arrow_schema(schema)?;
-    let mapping = map_columns(&file_schema, schema, &target);
     let reader = builder.with_batch_size(65_536).build()?;
     let mut out = Vec::new();
     for batch in reader {
-        let batch = batch?;
-        out.push(project(&batch, &mapping, schema, &target, location)?);
+        out.push(batch?);
     }
-    Ok(out)
+    Ok((file_schema, out))
+}
+
+/// Projects batches read by [`read_raw`] into `schema` by field id (by name when the file has
+/// no field ids). With `relaxed`, columns the file lacks read as null even when `schema` says
+/// they are required (a delete file holds only some columns of its table).
+pub fn project_batches(
+    file_schema: &ArrowSchemaRef,
+    batches: &[RecordBatch],
+    schema: &Schema,
+    location: &str,
+    relaxed: bool,
+) -> Result<Vec<RecordBatch>> {
+    let target = writer::arrow_schema(schema)?;
+    let mapping = map_columns(file_schema, schema, &target);
+    batches
+        .iter()
+        .map(|b| project(b, &mapping, schema, &target, location, relaxed))
+        .collect()
+}
+
+/// The Iceberg field id an Arrow field read from Parquet carries, if any.
+pub fn field_id_of(f: &Field) -> Option<i32> {
+    field_id(f)
 }
 
 /// For each target column, the index of the file column that holds it.
@@ -82,6 +112,7 @@ fn project(
     schema: &Schema,
     target: &ArrowSchemaRef,
     location: &str,
+    relaxed: bool,
 ) -> Result<RecordBatch> {
     let mut cols: Vec<ArrayRef> = Vec::with_capacity(mapping.len());
     for ((m, tf), f) in mapping
@@ -106,7 +137,7 @@ fn project(
                 }
             }
             None => {
-                if f.required && f.initial_default.is_none() {
+                if f.required && f.initial_default.is_none() && !relaxed {
                     return Err(Error::invalid(format!(
                         "{location}: required column `{}` (field id {}) is missing from the file",
                         tf.name(),
@@ -120,7 +151,7 @@ fn project(
     }
     let opts = arrow::array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
     // Nullability of the target may be stricter than a file column that merely has no nulls.
-    let relaxed = std::sync::Arc::new(arrow::datatypes::Schema::new_with_metadata(
+    let loose = std::sync::Arc::new(arrow::datatypes::Schema::new_with_metadata(
         target
             .fields()
             .iter()
@@ -128,7 +159,7 @@ fn project(
             .collect::<Vec<_>>(),
         target.metadata().clone(),
     ));
-    let b = RecordBatch::try_new_with_options(relaxed, cols.clone(), &opts)?;
+    let b = RecordBatch::try_new_with_options(loose, cols.clone(), &opts)?;
     // Back to the exact target schema when the data allows it.
     Ok(RecordBatch::try_new_with_options(target.clone(), cols, &opts).unwrap_or(b))
 }

@@ -9,7 +9,9 @@
 //!   data/file sequence numbers preserved), removed ones `DELETED` in this snapshot, and earlier
 //!   `DELETED` entries are dropped (their column bounds can hold a removed person's values); a
 //!   manifest left with no entry is dropped;
-//! - added data files go into a new data manifest, added delete files into a delete manifest;
+//! - added data files go into a new data manifest, added delete files into a delete manifest
+//!   (one per partition spec the files were written with); an added delete file can keep an
+//!   explicit data sequence number (a rewritten delete file keeps the one it replaces);
 //! - the summary carries Java's standard counts (`added-data-files`, `deleted-records`,
 //!   `total-records`, ...) computed from the new live set, plus the caller's keys.
 //!
@@ -45,6 +47,20 @@ pub struct SnapshotChanges {
     pub rewrite_all_manifests: bool,
     /// Extra summary keys (`erasure-request`, `retention-rule`, ...).
     pub summary: BTreeMap<String, String>,
+    /// Added delete files that replace a delete file, by location: a delete file rewritten to
+    /// drop some of its rows keeps the data sequence number and partition spec of the one it
+    /// replaces, so it applies to exactly the data files it applied to before. Files not named
+    /// here get the new snapshot's sequence number and the default partition spec.
+    pub kept_deletes: HashMap<String, KeptDelete>,
+}
+
+/// What a rewritten delete file keeps of the one it replaces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeptDelete {
+    /// The data sequence number.
+    pub sequence_number: i64,
+    /// The partition spec id.
+    pub spec_id: i32,
 }
 
 impl SnapshotChanges {
@@ -57,6 +73,7 @@ impl SnapshotChanges {
             removed: HashSet::new(),
             rewrite_all_manifests: false,
             summary: BTreeMap::new(),
+            kept_deletes: HashMap::new(),
         }
     }
 }
@@ -193,6 +210,8 @@ pub async fn produce(
                     .join(", ")
             )));
         }
+        // One manifest per content and partition spec: a rewritten delete file keeps the spec
+        // it was written with, which need not be the default one.
         for (files, content) in [
             (&changes.added_data, ManifestContentType::Data),
             (&changes.added_deletes, ManifestContentType::Deletes),
@@ -207,28 +226,55 @@ pub async fn produce(
                     detail: "format v1 has no delete files".into(),
                 });
             }
-            counter += 1;
-            let path = format!(
-                "{location}/metadata/{}-m{counter}.avro",
-                uuid::Uuid::new_v4()
-            );
-            let builder = ManifestWriterBuilder::new(
-                file_io.new_output(&path)?,
-                Some(snapshot_id),
-                schema.clone(),
-                meta.default_partition_spec().as_ref().clone(),
-            );
-            let mut writer = match (version, content) {
-                (FormatVersion::V1, _) => builder.build_v1(),
-                (_, ManifestContentType::Data) => builder.build_v2_data(),
-                (_, ManifestContentType::Deletes) => builder.build_v2_deletes(),
-            };
-            written.push(path);
-            for f in files {
-                live_after.push(f.clone());
-                writer.add_file(f.clone(), -1)?;
+            let mut by_spec: BTreeMap<i32, Vec<&DataFile>> = BTreeMap::new();
+            let default_spec = meta.default_partition_spec_id();
+            for f in files.iter() {
+                let spec = match content {
+                    ManifestContentType::Deletes => changes
+                        .kept_deletes
+                        .get(f.file_path())
+                        .map_or(default_spec, |k| k.spec_id),
+                    ManifestContentType::Data => default_spec,
+                };
+                by_spec.entry(spec).or_default().push(f);
             }
-            manifests.push(writer.write_manifest_file().await?);
+            for (spec_id, files) in by_spec {
+                let spec = meta.partition_spec_by_id(spec_id).ok_or_else(|| {
+                    Error::Internal(format!(
+                        "{}: an added file names unknown partition spec {spec_id}",
+                        table.name
+                    ))
+                })?;
+                counter += 1;
+                let path = format!(
+                    "{location}/metadata/{}-m{counter}.avro",
+                    uuid::Uuid::new_v4()
+                );
+                let builder = ManifestWriterBuilder::new(
+                    file_io.new_output(&path)?,
+                    Some(snapshot_id),
+                    schema.clone(),
+                    spec.as_ref().clone(),
+                );
+                let mut writer = match (version, content) {
+                    (FormatVersion::V1, _) => builder.build_v1(),
+                    (_, ManifestContentType::Data) => builder.build_v2_data(),
+                    (_, ManifestContentType::Deletes) => builder.build_v2_deletes(),
+                };
+                written.push(path);
+                for f in files {
+                    live_after.push(f.clone());
+                    let seq = match content {
+                        ManifestContentType::Deletes => changes
+                            .kept_deletes
+                            .get(f.file_path())
+                            .map_or(-1, |k| k.sequence_number),
+                        ManifestContentType::Data => -1,
+                    };
+                    writer.add_file(f.clone(), seq)?;
+                }
+                manifests.push(writer.write_manifest_file().await?);
+            }
         }
         Ok(())
     }

@@ -8,5 +8,7 @@ mod common;
 mod consent;
 mod demo;
 mod erase;
+mod fixtures;
+mod foreign;
 mod plan;
 mod prove;

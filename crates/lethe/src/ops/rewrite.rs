@@ -3,18 +3,27 @@
 //! Guarantees:
 //! - Only live data files that may hold matching rows are read: the iceberg crate's scan
 //!   planning prunes by partition values and by the column bounds the manifests keep.
+//! - Merge-on-read tables are read through their delete files ([`crate::deletes`]): position
+//!   and equality deletes are applied by the spec's sequence-number rules, so counts, selected
+//!   rows and rewrites see live rows only.
 //! - A file with no matching row is left as it is (carried as `EXISTING` only if its manifest
-//!   is rewritten anyway). A file whose rows all match is dropped without writing anything. Any
-//!   other affected file is rewritten without the matching rows (or with the columns nulled)
-//!   through lethe's metrics-aware writer.
+//!   is rewritten anyway). A file whose rows all match (or are already deleted) is dropped
+//!   without writing anything. Any other affected file is rewritten with its live rows minus
+//!   the matching ones (or with the columns nulled) through lethe's metrics-aware writer.
+//! - A row hidden by a delete file is still stored in its data file: a file holding a hidden
+//!   row that matches is rewritten too, so the row is physically gone (`rows_purged`).
+//! - In the same commit, delete files that applied only to removed data files are removed,
+//!   position delete files naming removed data files are rewritten without those rows, and
+//!   (for a delete) equality delete rows matching the predicate are dropped — no delete file
+//!   is left holding the selected rows' keys or stored rows. Rewritten delete files keep their
+//!   data sequence numbers.
 //! - The commit records `delete` (files only removed), `overwrite` (files removed and added) or
 //!   `replace` (a rewrite that changes no row), the standard counts, and the caller's summary
 //!   keys. A change that matches nothing commits nothing.
 //! - On a lost commit race the change is planned again from the new table state, so rows a
 //!   concurrent writer added are evaluated too (see [`crate::commit`]).
 //!
-//! Not supported yet (refused before anything is written): tables with delete files
-//! (merge-on-read) and format v3.
+//! Not supported yet (refused before anything is written): format v3 and deletion vectors.
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -27,6 +36,7 @@ use serde::Serialize;
 
 use crate::catalog::TableName;
 use crate::commit::{ActionCommit, TableAction, commit};
+use crate::deletes::{DeleteIndex, DeleteReader, check_supported};
 use crate::error::{Error, Result};
 use crate::predicate::Predicate;
 use crate::read::read_data_file;
@@ -108,12 +118,21 @@ pub struct RewriteReport {
     pub files_dropped: Vec<String>,
     /// Files added.
     pub files_added: Vec<String>,
-    /// Rows the predicate selected (for SetNull: rows whose columns changed).
+    /// Live rows the predicate selected (for SetNull: rows whose columns changed).
     pub rows_matched: u64,
-    /// Rows in the table before.
+    /// Rows already deleted by a delete file but still stored in a data file that the
+    /// predicate selects: physically removed by the rewrite.
+    pub rows_purged: u64,
+    /// Rows stored in the table's data files before (rows hidden by delete files included).
     pub rows_in_table: u64,
     /// Rows written again to keep them.
     pub rows_rewritten: u64,
+    /// Delete files removed because they no longer apply to any live data file, or held
+    /// only rows the change removed (by location).
+    pub delete_files_removed: Vec<String>,
+    /// Delete files rewritten without the rows naming removed data files or matching the
+    /// predicate (by location of the file replaced).
+    pub delete_files_rewritten: Vec<String>,
     /// The snapshot committed, if any.
     pub snapshot_id: Option<i64>,
     /// Commit attempts.
@@ -176,24 +195,22 @@ impl TableAction for Action<'_> {
             }
         }
         let files = wh.current_files(table).await?;
-        if has_delete_files(&files) {
-            return Err(Error::Unsupported {
-                table: tname,
-                feature: "merge-on-read delete files".into(),
-                detail:
-                    "the table has position or equality delete files; lethe can't rewrite it yet"
-                        .into(),
-            });
-        }
+        check_supported(table, &files)?;
+        let index = DeleteIndex::load(wh, table, &files)?;
         let mut report = RewriteReport {
             table: tname.clone(),
-            files_in_table: files.len(),
-            rows_in_table: files.iter().map(|f| f.entry.data_file.record_count()).sum(),
+            files_in_table: files.iter().filter(|f| f.is_data()).count(),
+            rows_in_table: files
+                .iter()
+                .filter(|f| f.is_data())
+                .map(|f| f.entry.data_file.record_count())
+                .sum(),
             ..Default::default()
         };
         let wanted = match self.spec.change {
             RowChange::RewriteAll => files
                 .iter()
+                .filter(|f| f.is_data())
                 .map(|f| wh.store.normalize(f.entry.data_file.file_path()))
                 .collect::<Result<HashSet<_>>>()?,
             _ => candidates(wh, table, &self.spec.predicate).await?,
@@ -207,23 +224,32 @@ impl TableAction for Action<'_> {
                 self.spec.options.clone(),
             )?)
         };
+        let mut reader = DeleteReader::new(wh.store.as_ref(), table)?;
         let mut removed: HashSet<String> = HashSet::new();
         let result: Result<()> = async {
-            for f in &files {
+            for f in files.iter().filter(|f| f.is_data()) {
                 let path = f.entry.data_file.file_path();
                 if !wanted.contains(&wh.store.normalize(path)?) {
                     continue;
                 }
                 report.files_read += 1;
                 let batches = read_data_file(wh.store.as_ref(), path, &schema)?;
-                let (kept, matched) =
-                    apply_change(&batches, &self.spec.predicate, &self.spec.change)?;
-                if matched == 0 && self.spec.change != RowChange::RewriteAll {
+                let applicable = index.for_data_file(f, wh.store.as_ref());
+                let live = reader.live_masks(&index, &applicable, path, &batches)?;
+                let out = apply_change(
+                    &batches,
+                    live.as_deref(),
+                    &self.spec.predicate,
+                    &self.spec.change,
+                )?;
+                if out.matched == 0 && out.purged == 0 && self.spec.change != RowChange::RewriteAll
+                {
                     continue;
                 }
-                report.rows_matched += matched;
+                report.rows_matched += out.matched;
+                report.rows_purged += out.purged;
                 removed.insert(path.to_string());
-                let kept_rows: usize = kept.iter().map(RecordBatch::num_rows).sum();
+                let kept_rows: usize = out.kept.iter().map(RecordBatch::num_rows).sum();
                 if kept_rows == 0 {
                     report.files_dropped.push(path.to_string());
                     continue;
@@ -231,7 +257,7 @@ impl TableAction for Action<'_> {
                 report.files_rewritten.push(path.to_string());
                 report.rows_rewritten += kept_rows as u64;
                 if let Some(w) = writer.as_mut() {
-                    for b in &kept {
+                    for b in &out.kept {
                         w.write(b)?;
                     }
                 }
@@ -250,18 +276,53 @@ impl TableAction for Action<'_> {
         // the table so parallel tests don't trip each other's failpoints.
         #[cfg(feature = "failpoints")]
         fail::eval(&format!("row-rewrite-planned/{tname}"), |_| ());
-        self.report = report;
-        if removed.is_empty() || self.dry_run {
+        let discard = |writer: Option<TableWriter<'_>>| {
             if let Some(w) = writer {
                 for l in w.locations() {
                     let _ = wh.store.delete(&l);
                 }
             }
+        };
+        let subject = match self.spec.change {
+            RowChange::Delete => Some(&self.spec.predicate),
+            _ => None,
+        };
+        let cleanup = if removed.is_empty() {
+            Default::default()
+        } else {
+            match reader.plan_cleanup(&index, &files, &removed, subject, !self.dry_run) {
+                Ok(c) => c,
+                Err(e) => {
+                    discard(writer);
+                    return Err(e);
+                }
+            }
+        };
+        report.delete_files_rewritten = cleanup.rewritten.clone();
+        report.delete_files_removed = cleanup
+            .removed
+            .iter()
+            .filter(|p| !cleanup.rewritten.contains(p))
+            .cloned()
+            .collect();
+        self.report = report;
+        if removed.is_empty() || self.dry_run {
+            discard(writer);
             return Ok(None);
         }
-        let added: Vec<DataFile> = match writer {
-            Some(w) => w.finish()?,
-            None => Vec::new(),
+        let added_deletes: Vec<String> = cleanup
+            .added
+            .iter()
+            .map(|(f, _)| f.file_path().to_string())
+            .collect();
+        let added: Vec<DataFile> = match writer.map(|w| w.finish()).transpose() {
+            Ok(a) => a.unwrap_or_default(),
+            Err(e) => {
+                for l in &added_deletes {
+                    let _ = wh.store.delete(l);
+                }
+                return Err(e);
+            }
         };
         self.report.files_added = added.iter().map(|d| d.file_path().to_string()).collect();
         let operation = match (&self.spec.change, added.is_empty()) {
@@ -272,8 +333,14 @@ impl TableAction for Action<'_> {
         let mut changes = SnapshotChanges::new(operation);
         changes.added_data = added;
         changes.removed = removed;
+        changes.removed.extend(cleanup.removed.iter().cloned());
+        for (f, kept) in cleanup.added {
+            changes.kept_deletes.insert(f.file_path().to_string(), kept);
+            changes.added_deletes.push(f);
+        }
         changes.summary = self.spec.summary.clone();
-        let added_paths = self.report.files_added.clone();
+        let mut added_paths = self.report.files_added.clone();
+        added_paths.extend(added_deletes);
         let mut commit = match produce(wh, table, changes).await {
             Ok(c) => c,
             Err(e) => {
@@ -288,31 +355,55 @@ impl TableAction for Action<'_> {
     }
 }
 
-/// Applies a change to the batches of one file: returns the batches to keep and how many rows
-/// the change touched.
+/// What a change does to the batches of one file.
+struct Changed {
+    /// Batches to keep (live rows only).
+    kept: Vec<RecordBatch>,
+    /// Live rows the change touched.
+    matched: u64,
+    /// Rows already deleted by delete files that the predicate selects.
+    purged: u64,
+}
+
+/// Applies a change to the batches of one file (`live`: which rows delete files leave live,
+/// None when all are).
 fn apply_change(
     batches: &[RecordBatch],
+    live: Option<&[BooleanArray]>,
     predicate: &Predicate,
     change: &RowChange,
-) -> Result<(Vec<RecordBatch>, u64)> {
-    let mut kept = Vec::with_capacity(batches.len());
-    let mut matched = 0u64;
-    for b in batches {
+) -> Result<Changed> {
+    let mut out = Changed {
+        kept: Vec::with_capacity(batches.len()),
+        matched: 0,
+        purged: 0,
+    };
+    let keep_rows = |b: &RecordBatch, keep: &BooleanArray| -> Result<Option<RecordBatch>> {
+        let n = keep.true_count();
+        Ok(if n == b.num_rows() {
+            Some(b.clone())
+        } else if n == 0 {
+            None
+        } else {
+            Some(compute::filter_record_batch(b, keep)?)
+        })
+    };
+    for (i, b) in batches.iter().enumerate() {
+        let all = BooleanArray::from(vec![true; b.num_rows()]);
+        let alive = live.and_then(|l| l.get(i)).unwrap_or(&all);
         match change {
-            RowChange::RewriteAll => kept.push(b.clone()),
+            RowChange::RewriteAll => out.kept.extend(keep_rows(b, alive)?),
             RowChange::Delete => {
                 let mask = predicate.evaluate(b)?;
-                let n = mask.true_count() as u64;
-                matched += n;
-                if n == 0 {
-                    kept.push(b.clone());
-                } else if (n as usize) < b.num_rows() {
-                    let keep = compute::not(&mask)?;
-                    kept.push(compute::filter_record_batch(b, &keep)?);
-                }
+                out.matched += compute::and(&mask, alive)?.true_count() as u64;
+                out.purged += compute::kernels::boolean::and_not(&mask, alive)?.true_count() as u64;
+                let keep = compute::kernels::boolean::and_not(alive, &mask)?;
+                out.kept.extend(keep_rows(b, &keep)?);
             }
             RowChange::SetNull(cols) => {
                 let mask = predicate.evaluate(b)?;
+                out.purged += compute::kernels::boolean::and_not(&mask, alive)?.true_count() as u64;
+                let mask = compute::and(&mask, alive)?;
                 // Only rows where some target column still holds a value change.
                 let mut changed = BooleanArray::from(vec![false; b.num_rows()]);
                 for c in cols {
@@ -323,22 +414,23 @@ fn apply_change(
                     changed = compute::or(&changed, &compute::and(&mask, &present)?)?;
                 }
                 let n = changed.true_count() as u64;
-                matched += n;
-                if n == 0 {
-                    kept.push(b.clone());
-                    continue;
-                }
-                let mut columns: Vec<ArrayRef> = b.columns().to_vec();
-                for c in cols {
-                    let i = b.schema().index_of(c)?;
-                    let nulls = new_null_array(columns[i].data_type(), b.num_rows());
-                    columns[i] = compute::kernels::zip::zip(&changed, &nulls, &columns[i])?;
-                }
-                kept.push(RecordBatch::try_new(b.schema(), columns)?);
+                out.matched += n;
+                let b = if n == 0 {
+                    b.clone()
+                } else {
+                    let mut columns: Vec<ArrayRef> = b.columns().to_vec();
+                    for c in cols {
+                        let i = b.schema().index_of(c)?;
+                        let nulls = new_null_array(columns[i].data_type(), b.num_rows());
+                        columns[i] = compute::kernels::zip::zip(&changed, &nulls, &columns[i])?;
+                    }
+                    RecordBatch::try_new(b.schema(), columns)?
+                };
+                out.kept.extend(keep_rows(&b, alive)?);
             }
         }
     }
-    Ok((kept, matched))
+    Ok(out)
 }
 
 /// Applies `spec` to table `name` and commits it (retrying on conflicts). A change that matches
@@ -377,57 +469,60 @@ pub async fn dry_run(wh: &Warehouse, name: &TableName, spec: &RowRewrite) -> Res
     Ok(action.report)
 }
 
-/// Counts the rows of a table's current snapshot that `predicate` selects (reading only the
-/// files that may hold them) and the rows in the table.
+/// Counts the live rows of a table's current snapshot that `predicate` selects (reading only
+/// the files that may hold them) and the live rows in the table. Data files with delete files
+/// that apply to them are read to count what is live; others count by their manifest entry.
 pub async fn count_rows(
     wh: &Warehouse,
     table: &LoadedTable,
     predicate: &Predicate,
 ) -> Result<(u64, u64)> {
     let files = wh.current_files(table).await?;
-    let total = files
-        .iter()
-        .filter(|f| f.is_data())
-        .map(|f| f.entry.data_file.record_count())
-        .sum();
-    if has_delete_files(&files) {
-        return Err(Error::Unsupported {
-            table: table.name.to_string(),
-            feature: "merge-on-read delete files".into(),
-            detail: "counting rows of a table with delete files is not supported yet".into(),
-        });
-    }
+    check_supported(table, &files)?;
     let schema = table.metadata.current_schema().clone();
     predicate.check(&schema, &table.name.to_string())?;
+    let index = DeleteIndex::load(wh, table, &files)?;
+    let mut reader = DeleteReader::new(wh.store.as_ref(), table)?;
     let wanted = candidates(wh, table, predicate).await?;
     let mut matched = 0u64;
+    let mut total = 0u64;
     for f in files.iter().filter(|f| f.is_data()) {
         let path = f.entry.data_file.file_path();
-        if !wanted.contains(&wh.store.normalize(path)?) {
+        let applicable = index.for_data_file(f, wh.store.as_ref());
+        let is_wanted = wanted.contains(&wh.store.normalize(path)?);
+        if !is_wanted && applicable.is_empty() {
+            total += f.entry.data_file.record_count();
             continue;
         }
-        for b in read_data_file(wh.store.as_ref(), path, &schema)? {
-            matched += predicate.evaluate(&b)?.true_count() as u64;
+        let batches = read_data_file(wh.store.as_ref(), path, &schema)?;
+        let live = reader.live_masks(&index, &applicable, path, &batches)?;
+        for (i, b) in batches.iter().enumerate() {
+            let alive = live.as_ref().and_then(|l| l.get(i));
+            total += alive.map_or(b.num_rows(), |a| a.true_count()) as u64;
+            if is_wanted {
+                let mask = predicate.evaluate(b)?;
+                matched += match alive {
+                    Some(a) => compute::and(&mask, a)?.true_count(),
+                    None => mask.true_count(),
+                } as u64;
+            }
         }
     }
     Ok((matched, total))
 }
 
-/// Reads the rows of a table's current snapshot that `predicate` selects (pruned by manifests).
+/// Reads the live rows of a table's current snapshot that `predicate` selects (pruned by
+/// manifests, delete files applied).
 pub async fn select_rows(
     wh: &Warehouse,
     table: &LoadedTable,
     predicate: &Predicate,
 ) -> Result<Vec<RecordBatch>> {
     let files = wh.current_files(table).await?;
-    if has_delete_files(&files) {
-        return Err(Error::Unsupported {
-            table: table.name.to_string(),
-            feature: "merge-on-read delete files".into(),
-            detail: "reading rows of a table with delete files is not supported yet".into(),
-        });
-    }
+    check_supported(table, &files)?;
     let schema = table.metadata.current_schema().clone();
+    let index = DeleteIndex::load(wh, table, &files)?;
+    let mut reader = DeleteReader::new(wh.store.as_ref(), table)?;
     let wanted = candidates(wh, table, predicate).await?;
     let mut out = Vec::new();
     for f in files.iter().filter(|f| f.is_data()) {
@@ -435,10 +530,16 @@ pub async fn select_rows(
         if !wanted.contains(&wh.store.normalize(path)?) {
             continue;
         }
-        for b in read_data_file(wh.store.as_ref(), path, &schema)? {
-            let mask = predicate.evaluate(&b)?;
+        let batches = read_data_file(wh.store.as_ref(), path, &schema)?;
+        let applicable = index.for_data_file(f, wh.store.as_ref());
+        let live = reader.live_masks(&index, &applicable, path, &batches)?;
+        for (i, b) in batches.iter().enumerate() {
+            let mut mask = predicate.evaluate(b)?;
+            if let Some(a) = live.as_ref().and_then(|l| l.get(i)) {
+                mask = compute::and(&mask, a)?;
+            }
             if mask.true_count() > 0 {
-                out.push(compute::filter_record_batch(&b, &mask)?);
+                out.push(compute::filter_record_batch(b, &mask)?);
             }
         }
     }

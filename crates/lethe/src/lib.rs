@@ -28,6 +28,8 @@ pub mod attest;
 pub mod audit;
 pub mod batchio;
 pub mod consent;
+pub mod discover;
+pub mod init;
 pub mod policy;
 pub mod query;
 pub mod erase;

@@ -83,6 +83,21 @@ pub enum Predicate {
         /// The value.
         value: Value,
     },
+    /// `column` starts with one of `prefixes` (text columns; the prefixes are literal text, no
+    /// pattern characters). Selects derived identifiers such as `a-<id>#<n>`.
+    StartsWith {
+        /// The column.
+        column: String,
+        /// The prefixes.
+        prefixes: Vec<String>,
+    },
+    /// `column` ends with one of `suffixes` (text columns; literal text).
+    EndsWith {
+        /// The column.
+        column: String,
+        /// The suffixes.
+        suffixes: Vec<String>,
+    },
     /// `column IS NULL`.
     IsNull(String),
     /// `column IS NOT NULL`.
@@ -142,7 +157,10 @@ impl Predicate {
     fn walk_columns<'a>(&'a self, out: &mut Vec<&'a str>) {
         match self {
             Predicate::True => {}
-            Predicate::In { column, .. } | Predicate::Cmp { column, .. } => out.push(column),
+            Predicate::In { column, .. }
+            | Predicate::Cmp { column, .. }
+            | Predicate::StartsWith { column, .. }
+            | Predicate::EndsWith { column, .. } => out.push(column),
             Predicate::IsNull(c) | Predicate::NotNull(c) => out.push(c),
             Predicate::And(ps) | Predicate::Or(ps) => ps.iter().for_each(|p| p.walk_columns(out)),
             Predicate::Not(p) => p.walk_columns(out),
@@ -162,6 +180,14 @@ impl Predicate {
             Predicate::Cmp { column, value, .. } => {
                 let t = column_type(schema, column, table)?;
                 to_datum(value, &t, column).map(|_| ())
+            }
+            Predicate::StartsWith { column, .. } | Predicate::EndsWith { column, .. } => {
+                match column_type(schema, column, table)? {
+                    PrimitiveType::String => Ok(()),
+                    t => Err(Error::invalid(format!(
+                        "column `{table}.{column}` has type {t}; prefix and suffix matches need a string column"
+                    ))),
+                }
             }
             Predicate::IsNull(c) | Predicate::NotNull(c) => {
                 column_type(schema, c, table).map(|_| ())
@@ -201,6 +227,11 @@ impl Predicate {
                     CmpOp::Gt => r.greater_than(d),
                     CmpOp::GtEq => r.greater_than_or_equal_to(d),
                 }
+            }
+            // Scanned whole: pruning must stay conservative, and protected columns keep no bounds.
+            Predicate::StartsWith { column, .. } | Predicate::EndsWith { column, .. } => {
+                column_type(schema, column, table)?;
+                IcebergPredicate::AlwaysTrue
             }
             Predicate::IsNull(c) => {
                 column_type(schema, c, table)?;
@@ -260,6 +291,12 @@ impl Predicate {
                     CmpOp::GtEq => cmp::gt_eq(&col, &s)?,
                 }
             }
+            Predicate::StartsWith { column, prefixes } => {
+                affix_match(&column_of(batch, column)?, prefixes, column, true)?
+            }
+            Predicate::EndsWith { column, suffixes } => {
+                affix_match(&column_of(batch, column)?, suffixes, column, false)?
+            }
             Predicate::IsNull(c) => is_null(&column_of(batch, c)?)?,
             Predicate::NotNull(c) => is_not_null(&column_of(batch, c)?)?,
             Predicate::And(ps) => {
@@ -317,6 +354,12 @@ impl fmt::Display for Predicate {
                     CmpOp::GtEq => ">=",
                 };
                 write!(f, "{column} {o} {value}")
+            }
+            Predicate::StartsWith { column, prefixes } => {
+                write!(f, "{column} STARTS WITH {}", affix_list(prefixes))
+            }
+            Predicate::EndsWith { column, suffixes } => {
+                write!(f, "{column} ENDS WITH {}", affix_list(suffixes))
             }
             Predicate::IsNull(c) => write!(f, "{c} IS NULL"),
             Predicate::NotNull(c) => write!(f, "{c} IS NOT NULL"),
@@ -469,6 +512,53 @@ fn scalar_for(value: &Value, dt: &DataType, column: &str) -> Result<ArrayRef> {
         )));
     }
     Ok(cast)
+}
+
+fn affix_list(v: &[String]) -> String {
+    if v.len() > 5 {
+        format!("({} values)", v.len())
+    } else {
+        let shown: Vec<String> = v
+            .iter()
+            .map(|s| Value::Str(s.clone()).to_string())
+            .collect();
+        format!("({})", shown.join(", "))
+    }
+}
+
+/// Rows of a text column that start (or end) with one of `affixes`: one hash lookup per
+/// distinct affix length, so a batch of many subjects costs a few passes.
+fn affix_match(
+    col: &ArrayRef,
+    affixes: &[String],
+    column: &str,
+    prefix: bool,
+) -> Result<BooleanArray> {
+    let col = match col.data_type() {
+        DataType::Utf8 => col.clone(),
+        DataType::LargeUtf8 | DataType::Utf8View => compute::cast(col, &DataType::Utf8)?,
+        dt => {
+            return Err(Error::invalid(format!(
+                "column `{column}` has type {dt}; prefix and suffix matches need a text column"
+            )));
+        }
+    };
+    let mut by_len: std::collections::BTreeMap<usize, HashSet<&[u8]>> =
+        std::collections::BTreeMap::new();
+    for a in affixes {
+        by_len.entry(a.len()).or_default().insert(a.as_bytes());
+    }
+    let s = col.as_string::<i32>();
+    Ok(s.iter()
+        .map(|v| {
+            v.map(|v| {
+                let b = v.as_bytes();
+                by_len.iter().any(|(n, set)| {
+                    *n <= b.len() && set.contains(if prefix { &b[..*n] } else { &b[b.len() - n..] })
+                })
+            })
+        })
+        .collect())
 }
 
 fn in_list(col: &ArrayRef, values: &[Value], column: &str) -> Result<BooleanArray> {
@@ -633,6 +723,31 @@ mod tests {
                 .evaluate(&batch())
                 .is_err()
         );
+    }
+
+    #[test]
+    fn prefixes_and_suffixes_are_literal_text() {
+        let p = Predicate::StartsWith {
+            column: "status".into(),
+            prefixes: vec!["clo".into(), "%".into()],
+        };
+        assert_eq!(sel(&p), vec![true, false, true, false]);
+        let p = Predicate::EndsWith {
+            column: "status".into(),
+            suffixes: vec!["pen".into(), "closed".into()],
+        };
+        assert_eq!(sel(&p), vec![true, true, true, false]);
+        // Not on whole numbers; an empty list selects nothing.
+        let p = Predicate::StartsWith {
+            column: "id".into(),
+            prefixes: vec!["1".into()],
+        };
+        assert!(p.evaluate(&batch()).is_err());
+        let p = Predicate::StartsWith {
+            column: "status".into(),
+            prefixes: vec![],
+        };
+        assert_eq!(sel(&p), vec![false, false, false, false]);
     }
 
     #[test]

@@ -7,6 +7,7 @@ mod commits;
 mod common;
 mod consent;
 mod demo;
+mod discover;
 mod erase;
 mod fixtures;
 mod foreign;

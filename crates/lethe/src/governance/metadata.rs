@@ -72,12 +72,37 @@ pub struct ColumnMeta {
     /// The privacy subject whose identifier this column holds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub identifies: Option<String>,
+    /// A derived identifier: the column holds `from`'s values transformed by a pattern
+    /// (`derived = { from = "customer_id", pattern = "a-{id}#*" }`), see
+    /// [`crate::discover::derived`]. Only with `identifies`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub derived: Option<Derived>,
     /// A free-text note for reviewers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
 }
 
+/// How a derived identifier is made from another identifier's values.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Derived {
+    /// The identifier column whose values it embeds: the subject's root identifier column (or
+    /// a mapped identifier column), by column name.
+    pub from: String,
+    /// `{id}` with literal text around it, and `*` for any text at one end:
+    /// `a-{id}` (exact), `a-{id}#*` (prefix), `*/{id}` (suffix).
+    pub pattern: String,
+}
+
 impl ColumnEntry {
+    /// The derived-identifier transformation, if the column holds one.
+    pub fn derived(&self) -> Option<&Derived> {
+        match self {
+            ColumnEntry::Short(_) => None,
+            ColumnEntry::Full(m) => m.derived.as_ref(),
+        }
+    }
+
     /// The classification.
     pub fn classification(&self) -> Classification {
         match self {

@@ -108,6 +108,12 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // `lethe tables | head` should end quietly, as Unix tools do, not panic on a closed pipe.
+    #[cfg(unix)]
+    // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     // Tests stop lethe at named failpoints through the FAILPOINTS variable (only in builds with
     // the `failpoints` feature).
     #[cfg(feature = "failpoints")]

@@ -621,14 +621,19 @@ pub async fn erase(
     // 2. Register entries, before the first delete.
     if !journal.registered {
         let register = Register::in_state(&ws.config.paths.state);
-        for r in &journal.requests {
-            register.record(Entry {
-                request: r.request.clone(),
-                subject: r.subject.clone(),
-                hash: key.hash(&r.subject, &r.id),
-                at: Utc::now().to_rfc3339(),
-            })?;
-        }
+        let at = Utc::now().to_rfc3339();
+        register.record_all(
+            journal
+                .requests
+                .iter()
+                .map(|r| Entry {
+                    request: r.request.clone(),
+                    subject: r.subject.clone(),
+                    hash: key.hash(&r.subject, &r.id),
+                    at: at.clone(),
+                })
+                .collect(),
+        )?;
         journal.registered = true;
         save_journal(ws, &journal)?;
         durable_step("registered");
@@ -840,18 +845,8 @@ pub async fn prepare(
     let graph = plan::load_lineage(&ws.config.paths.lineage, &inv)?;
     let mut since: Option<chrono::DateTime<Utc>> = None;
     if subject.first_seen.is_some() {
-        // The earliest first record of the batch (a superset of every subject's edges); a
-        // subject with no row at all gets every edge.
-        let mut all_known = true;
-        for id in &ids {
-            match plan::first_seen(wh, subject, id).await? {
-                Some(t) => since = Some(since.map_or(t, |s| s.min(t))),
-                None => all_known = false,
-            }
-        }
-        if !all_known {
-            since = None;
-        }
+        // The earliest first record of the batch: a superset of every subject's edges.
+        since = plan::first_seen(wh, subject, &ids).await?;
     }
     let mut p = plan::plan(&inv, gov, &graph, subject_name, since, &pipeline_names(ws)?)?;
     progress("resolving the subject's values");

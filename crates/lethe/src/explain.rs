@@ -39,7 +39,7 @@ pub async fn explain(ws: &Workspace, subject: &SubjectRef) -> Result<Explained> 
     let inv = Inventory::load(&ws.warehouse).await?;
     let id = plan::parse_id(&def, subject, &inv)?;
     let graph = plan::load_lineage(&ws.config.paths.lineage, &inv)?;
-    let since = plan::first_seen(&ws.warehouse, &def, &id).await?;
+    let since = plan::first_seen(&ws.warehouse, &def, std::slice::from_ref(&id)).await?;
     let mut p = plan::plan(
         &inv,
         &gov,

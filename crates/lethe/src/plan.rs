@@ -340,7 +340,11 @@ pub fn plan(
                 // A derived identifier (metadata.toml `derived`) has values of its own,
                 // resolved through its pattern (crate::discover::derived).
                 let derived = (!by_name)
-                    .then(|| derived_cols.iter().find(|d| &d.table == table && &d.column == col))
+                    .then(|| {
+                        derived_cols
+                            .iter()
+                            .find(|d| &d.table == table && &d.column == col)
+                    })
                     .flatten();
                 let label = if by_name {
                     col.clone()
@@ -359,14 +363,14 @@ pub fn plan(
                         d.pattern.render()
                     )
                 } else {
-                    format!("column `{col}` classified as identifying {subject_name} (metadata.toml)")
+                    format!(
+                        "column `{col}` classified as identifying {subject_name} (metadata.toml)"
+                    )
                 };
                 seed_via.insert((table.clone(), col.clone()), via.clone());
-                declared.entry(table.clone()).or_insert((
-                    col.clone(),
-                    label,
-                    via,
-                ));
+                declared
+                    .entry(table.clone())
+                    .or_insert((col.clone(), label, via));
             }
         }
     }
@@ -673,12 +677,13 @@ pub fn plan(
     })
 }
 
-/// The subject's first record: the root row's `first_seen` column, when subjects.toml names
-/// one and the row exists.
+/// The earliest first record of the subjects `ids`: the root rows' `first_seen` column, when
+/// subjects.toml names one. None (every lineage edge applies) when it names none or when a
+/// subject has no root row. One read of the root table, however many subjects.
 pub async fn first_seen(
     wh: &Warehouse,
     subject: &Subject,
-    id: &Value,
+    ids: &[Value],
 ) -> Result<Option<DateTime<Utc>>> {
     let Some(col) = &subject.first_seen else {
         return Ok(None);
@@ -694,7 +699,18 @@ pub async fn first_seen(
             "first_seen column {table}.{col} is {ty}, not a date or timestamp"
         )));
     }
-    let rows = select_rows(wh, &t, &Predicate::is_in(root, vec![id.clone()])).await?;
+    let rows = select_rows(wh, &t, &Predicate::is_in(root.clone(), ids.to_vec())).await?;
+    let found: BTreeSet<String> = rows
+        .iter()
+        .map(|b| column_values(std::slice::from_ref(b), &root))
+        .collect::<Result<Vec<_>>>()?
+        .into_iter()
+        .flatten()
+        .map(|v| v.to_string())
+        .collect();
+    if ids.iter().any(|id| !found.contains(&id.to_string())) {
+        return Ok(None);
+    }
     let mut min: Option<DateTime<Utc>> = None;
     for b in rows {
         let c = b

@@ -147,8 +147,20 @@ impl Register {
 
     /// Appends an entry unless the request already has one; returns whether it wrote.
     pub fn record(&self, entry: Entry) -> Result<bool> {
-        if self.entries()?.iter().any(|e| e.request == entry.request) {
-            return Ok(false);
+        Ok(self.record_all(vec![entry])? == 1)
+    }
+
+    /// Appends the entries whose requests have none yet, in one durable write; returns how
+    /// many it wrote.
+    pub fn record_all(&self, entries: Vec<Entry>) -> Result<usize> {
+        let known: BTreeSet<String> = self.entries()?.into_iter().map(|e| e.request).collect();
+        let mut seen = BTreeSet::new();
+        let new: Vec<Entry> = entries
+            .into_iter()
+            .filter(|e| !known.contains(&e.request) && seen.insert(e.request.clone()))
+            .collect();
+        if new.is_empty() {
+            return Ok(0);
         }
         if let Some(dir) = self.path.parent() {
             std::fs::create_dir_all(dir).map_err(|e| Error::io(dir.display().to_string(), e))?;
@@ -158,11 +170,16 @@ impl Register {
             .append(true)
             .open(&self.path)
             .map_err(|e| Error::io(self.path.display().to_string(), e))?;
-        let line = serde_json::to_string(&entry)?;
-        writeln!(f, "{line}").map_err(|e| Error::io(self.path.display().to_string(), e))?;
+        let mut text = String::new();
+        for e in &new {
+            text.push_str(&serde_json::to_string(e)?);
+            text.push('\n');
+        }
+        f.write_all(text.as_bytes())
+            .map_err(|e| Error::io(self.path.display().to_string(), e))?;
         f.sync_all()
             .map_err(|e| Error::io(self.path.display().to_string(), e))?;
-        Ok(true)
+        Ok(new.len())
     }
 
     /// The hashes of erased subjects of one subject type.

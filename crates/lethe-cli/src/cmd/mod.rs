@@ -10,8 +10,8 @@ pub mod inspect;
 pub mod maintenance;
 pub mod pipeline;
 pub mod properties;
-pub mod query;
 pub mod prove;
+pub mod query;
 pub mod retention;
 
 use std::path::Path;

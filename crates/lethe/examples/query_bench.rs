@@ -49,7 +49,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if queries.is_empty() {
         return Err("give one or more SQL queries".into());
     }
-    let ws = Workspace::open(&Config::load(&std::path::Path::new(&dir).join("lethe.toml"))?)?;
+    let ws = Workspace::open(&Config::load(
+        &std::path::Path::new(&dir).join("lethe.toml"),
+    )?)?;
     let t = Instant::now();
     let raw = lethe::pipeline::session(&ws).await?;
     let raw_setup = t.elapsed();

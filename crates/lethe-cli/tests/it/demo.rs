@@ -330,14 +330,16 @@ async fn a_pipeline_run_applies_the_generated_properties_to_its_target() {
     let name = TableName::parse("marketing.audience").unwrap();
     // Someone removes the table's settings (as a drop-and-recreate would).
     let t = wh.load(&name).await.unwrap();
-    let mut strip = SetProperties::default();
-    strip.remove = t
-        .metadata
-        .properties()
-        .keys()
-        .filter(|k| k.starts_with("write.metadata.metrics.column."))
-        .cloned()
-        .collect();
+    let mut strip = SetProperties {
+        remove: t
+            .metadata
+            .properties()
+            .keys()
+            .filter(|k| k.starts_with("write.metadata.metrics.column."))
+            .cloned()
+            .collect(),
+        ..Default::default()
+    };
     assert!(!strip.remove.is_empty());
     commit(wh, &name, &mut strip).await.unwrap();
     demo.lethe_ok(&["properties", "check"], 1);

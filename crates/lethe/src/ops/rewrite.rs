@@ -546,6 +546,35 @@ pub async fn select_rows(
     Ok(out)
 }
 
+/// Writes batches into a table: appended, or replacing every row (as a pipeline run does).
+struct WriteRows<'a> {
+    batches: &'a [RecordBatch],
+    replace: bool,
+    summary: BTreeMap<String, String>,
+    options: WriteOptions,
+}
+
+#[async_trait]
+impl TableAction for WriteRows<'_> {
+    async fn plan(&mut self, wh: &Warehouse, table: &LoadedTable) -> Result<Option<ActionCommit>> {
+        let operation = if self.replace {
+            Operation::Overwrite
+        } else {
+            Operation::Append
+        };
+        write_and_produce(
+            wh,
+            table,
+            self.batches,
+            operation,
+            self.replace,
+            &self.summary,
+            &self.options,
+        )
+        .await
+    }
+}
+
 /// Appends rows (in any Arrow schema whose columns match the table's by name) as a new `append`
 /// snapshot.
 pub async fn append(
@@ -555,32 +584,9 @@ pub async fn append(
     summary: BTreeMap<String, String>,
     options: WriteOptions,
 ) -> Result<Option<i64>> {
-    struct Append<'a> {
-        batches: &'a [RecordBatch],
-        summary: BTreeMap<String, String>,
-        options: WriteOptions,
-    }
-    #[async_trait]
-    impl TableAction for Append<'_> {
-        async fn plan(
-            &mut self,
-            wh: &Warehouse,
-            table: &LoadedTable,
-        ) -> Result<Option<ActionCommit>> {
-            write_and_produce(
-                wh,
-                table,
-                self.batches,
-                Operation::Append,
-                false,
-                &self.summary,
-                &self.options,
-            )
-            .await
-        }
-    }
-    let mut a = Append {
+    let mut a = WriteRows {
         batches,
+        replace: false,
         summary,
         options,
     };
@@ -595,32 +601,9 @@ pub async fn replace_contents(
     summary: BTreeMap<String, String>,
     options: WriteOptions,
 ) -> Result<Option<i64>> {
-    struct Replace<'a> {
-        batches: &'a [RecordBatch],
-        summary: BTreeMap<String, String>,
-        options: WriteOptions,
-    }
-    #[async_trait]
-    impl TableAction for Replace<'_> {
-        async fn plan(
-            &mut self,
-            wh: &Warehouse,
-            table: &LoadedTable,
-        ) -> Result<Option<ActionCommit>> {
-            write_and_produce(
-                wh,
-                table,
-                self.batches,
-                Operation::Overwrite,
-                true,
-                &self.summary,
-                &self.options,
-            )
-            .await
-        }
-    }
-    let mut a = Replace {
+    let mut a = WriteRows {
         batches,
+        replace: true,
         summary,
         options,
     };

@@ -34,19 +34,25 @@ pub fn pipeline_names(ws: &Workspace) -> Result<BTreeSet<String>> {
 
 /// Plans the erasure of one subject and resolves its values. Changes nothing.
 pub async fn explain(ws: &Workspace, subject: &SubjectRef) -> Result<Explained> {
+    explain_with(ws, subject, false).await
+}
+
+/// [`explain`], drawing the plan's lineage subgraph (DOT) when `draw` is set.
+pub async fn explain_with(ws: &Workspace, subject: &SubjectRef, draw: bool) -> Result<Explained> {
     let gov = ws.governance()?;
     let def = gov.subjects.get(&subject.subject)?.clone();
     let inv = Inventory::load(&ws.warehouse).await?;
     let id = plan::parse_id(&def, subject, &inv)?;
     let graph = plan::load_lineage(&ws.config.paths.lineage, &inv)?;
     let since = plan::first_seen(&ws.warehouse, &def, std::slice::from_ref(&id)).await?;
-    let mut p = plan::plan(
+    let mut p = plan::plan_drawn(
         &inv,
         &gov,
         &graph,
         &subject.subject,
         since,
         &pipeline_names(ws)?,
+        draw,
     )?;
     let values = plan::resolve_values(&ws.warehouse, &gov, &p, std::slice::from_ref(&id)).await?;
     fill_values(

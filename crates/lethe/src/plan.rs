@@ -307,6 +307,20 @@ pub fn plan(
     since: Option<DateTime<Utc>>,
     pipelines: &BTreeSet<String>,
 ) -> Result<Plan> {
+    plan_drawn(inv, gov, graph, subject_name, since, pipelines, false)
+}
+
+/// [`plan`], with the walked lineage subgraph drawn as DOT in `Plan::dot` when `draw` is set
+/// (it can be large: every reached dataset and edge).
+pub fn plan_drawn(
+    inv: &Inventory,
+    gov: &Governance,
+    graph: &LineageGraph,
+    subject_name: &str,
+    since: Option<DateTime<Utc>>,
+    pipelines: &BTreeSet<String>,
+    draw: bool,
+) -> Result<Plan> {
     let subject = gov.subjects.get(subject_name)?;
     let (root_table, root_column) = subject.root()?;
     if !inv.has_column(&root_table, &root_column) {
@@ -413,27 +427,35 @@ pub fn plan(
             order.push(t.clone());
         }
     }
-    let mut depth: HashMap<String, usize> = HashMap::new();
-    let mut steps: Vec<Step> = Vec::new();
+    // Depth by the graph's dataset index (a name lookup per edge cost half a second on a
+    // million edges); `None` until the dataset is placed.
+    let mut depth: Vec<Option<usize>> = vec![None; graph.dataset_count()];
+    let mut steps: Vec<(usize, Step)> = Vec::new();
     for name in &order {
         let reached = w.dataset(name);
         // Depth: one more than the deepest dataset an edge brought it from.
         let mut d = 0usize;
         if let Some(r) = &reached {
+            let own = r.dataset_id();
+            let mut from = |e: &lethe_lineage::ColumnEdge<'_>| {
+                let f = e.from_dataset_id();
+                if Some(f) != own {
+                    let at = depth.get(f.index()).copied().flatten();
+                    d = d.max(at.map_or(1, |x| x + 1));
+                }
+            };
             for l in r.labels() {
-                if let Via::Edge(e) = l.via
-                    && e.from_dataset() != name
-                {
-                    d = d.max(depth.get(e.from_dataset()).map_or(1, |x| x + 1));
+                if let Via::Edge(e) = l.via {
+                    from(&e);
                 }
             }
             for e in r.shaped_by() {
-                if e.from_dataset() != name {
-                    d = d.max(depth.get(e.from_dataset()).map_or(1, |x| x + 1));
-                }
+                from(&e);
+            }
+            if let Some(slot) = own.and_then(|id| depth.get_mut(id.index())) {
+                *slot = Some(d);
             }
         }
-        depth.insert(name.clone(), d);
         let in_catalog = inv.tables.contains_key(name);
         let exception = gov.retention.value.erasure.exceptions.get(name);
         let no_action = subject.no_action.get(name);
@@ -629,9 +651,11 @@ pub fn plan(
             step.erase_columns.clear();
             step.pipeline = None;
         }
-        steps.push(step);
+        steps.push((d, step));
     }
-    steps.sort_by(|a, b| (depth.get(&a.table), &a.table).cmp(&(depth.get(&b.table), &b.table)));
+    // Upstream first, then by name.
+    steps.sort_unstable_by(|a, b| (a.0, &a.1.table).cmp(&(b.0, &b.1.table)));
+    let steps: Vec<Step> = steps.into_iter().map(|(_, s)| s).collect();
     let mut coverage = Coverage {
         discovered: steps.len(),
         ..Default::default()
@@ -673,7 +697,7 @@ pub fn plan(
         coverage,
         verdict,
         blocked,
-        dot: w.to_dot(),
+        dot: if draw { w.to_dot() } else { String::new() },
     })
 }
 

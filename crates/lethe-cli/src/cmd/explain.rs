@@ -4,7 +4,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand, ValueEnum};
-use lethe::explain::explain as explain_subject;
+use lethe::explain::explain_with;
 use lethe::governance::subjects::SubjectRef;
 use lethe::plan::{self, Action, Inventory, Verdict};
 
@@ -50,9 +50,9 @@ pub enum LineageCommand {
 pub async fn explain(a: ExplainArgs, config: Option<&Path>) -> anyhow::Result<ExitCode> {
     let ws = super::workspace(config)?;
     let subject = SubjectRef::parse(&a.subject)?;
-    let e = explain_subject(&ws, &subject).await?;
-    let p = &e.plan;
     let format = if a.json { Format::Json } else { a.format };
+    let e = explain_with(&ws, &subject, matches!(format, Format::Dot)).await?;
+    let p = &e.plan;
     match format {
         Format::Dot => print!("{}", p.dot),
         Format::Json => out::json(&serde_json::json!({

@@ -164,6 +164,8 @@ pub struct TraceSet {
     id_columns: Vec<String>,
     by_column: HashMap<String, IdColumn>,
     automaton: Option<AhoCorasick>,
+    /// Every ID as text, for [`Self::mentions_any`] (one pass, however many IDs).
+    id_texts: Option<AhoCorasick>,
     /// Per automaton pattern: the (subject, kind) pairs that produced it.
     owners: Vec<Vec<ValueOwner>>,
     max_pattern_bytes: usize,
@@ -334,12 +336,30 @@ impl TraceSet {
                 AhoCorasick::builder()
                     .ascii_case_insensitive(true)
                     .match_kind(MatchKind::Standard)
+                    // A DFA keeps the per-byte cost flat as subjects are added (the default
+                    // picks an NFA for many patterns); its size grows with the patterns only.
+                    .kind(Some(aho_corasick::AhoCorasickKind::DFA))
                     .build(&patterns)
+                    .map_err(|e| Error::InvalidTraces(format!("cannot build the matcher: {e}")))?,
+            )
+        };
+        let mut texts: Vec<&str> = by_column
+            .values()
+            .flat_map(|c| c.texts.keys().map(String::as_str))
+            .collect();
+        texts.sort_unstable();
+        texts.dedup();
+        let id_texts = if texts.is_empty() {
+            None
+        } else {
+            Some(
+                AhoCorasick::new(&texts)
                     .map_err(|e| Error::InvalidTraces(format!("cannot build the matcher: {e}")))?,
             )
         };
         Ok(TraceSet {
             subjects: subjects.len(),
+            id_texts,
             prefix_len,
             kinds,
             id_columns,
@@ -449,9 +469,7 @@ impl TraceSet {
         if found {
             return true;
         }
-        self.by_column
-            .values()
-            .any(|c| c.texts.keys().any(|id| text.contains(id.as_str())))
+        self.id_texts.as_ref().is_some_and(|ac| ac.is_match(text))
     }
 
     /// Make a reader's error message safe to report: cut to 300 characters and withheld
@@ -503,6 +521,32 @@ mod tests {
         assert_eq!(owners_in(&ts, "xx ALEXA590@POST.E yy"), vec![0]);
         assert_eq!(owners_in(&ts, "alexa590@post.ey"), vec![0]);
         assert!(owners_in(&ts, "alexa590@post.").is_empty());
+    }
+
+    #[test]
+    fn mentions_any_finds_ids_as_text_and_value_prefixes_among_many_subjects() {
+        let mut many: Vec<SubjectTraces> = (0..1000)
+            .map(|i| subject(&format!("person.{i}@example.org"), 10_000_000 + i))
+            .collect();
+        many.push(SubjectTraces {
+            label: "t".into(),
+            ids: vec![IdTrace {
+                column: "customer_id".into(),
+                values: vec![IdValue::Text("CGB0000113".into())],
+            }],
+            values: Vec::new(),
+        });
+        let ts = TraceSet::new(&many, 15).unwrap();
+        assert!(ts.mentions_any("key 10000999 here"));
+        assert!(ts.mentions_any("a-CGB0000113#3"));
+        assert!(ts.mentions_any("PERSON.999@EXAMPLE"));
+        assert!(
+            !ts.mentions_any("cgb0000113"),
+            "IDs are exact, not case-folded"
+        );
+        assert!(!ts.mentions_any("snapshot-id 9999999 and CGB0000112"));
+        let none = TraceSet::new(&[], 15).unwrap();
+        assert!(!none.mentions_any("10000999"));
     }
 
     #[test]

@@ -97,7 +97,7 @@ pub fn pyiceberg(
     args: &[&str],
     stdin: Option<&str>,
 ) -> serde_json::Value {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/interop");
+    let root = interop_dir();
     let mut cmd = Command::new(python());
     cmd.arg(root.join(script))
         .arg(demo_dir.join("catalog.db"))
@@ -137,4 +137,14 @@ pub fn seed(default: u64) -> u64 {
         .unwrap_or(default);
     eprintln!("seed: {s} (set LETHE_TEST_SEED to replay)");
     s
+}
+
+/// The repository's `tests/interop` folder. The manifest folder is read at run time (cargo
+/// sets it for tests), so a test binary reused from a target folder another checkout built
+/// still finds this checkout's scripts.
+pub fn interop_dir() -> PathBuf {
+    let manifest = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    manifest.join("../../tests/interop")
 }

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use crate::common::{Demo, lethe_in, python};
+use crate::common::{Demo, interop_dir, lethe_in, python};
 
 const SUBJECT: &str = "CGB0000113";
 const KEY: &str = "discover-test-register-key-0123456789abcdef";
@@ -16,8 +16,7 @@ const KEY: &str = "discover-test-register-key-0123456789abcdef";
 fn pyiceberg_warehouse(dir: &Path) -> (PathBuf, serde_json::Value) {
     let src = dir.join("src");
     std::fs::create_dir_all(&src).unwrap();
-    let script =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/interop/make_foreign_warehouse.py");
+    let script = interop_dir().join("make_foreign_warehouse.py");
     let out = Command::new(python())
         .arg(script)
         .arg(&src)
@@ -121,7 +120,7 @@ fn proposals(report: &serde_json::Value) -> BTreeMap<(String, String), serde_jso
 }
 
 fn read_counts(src: &Path, specs: &[&str]) -> serde_json::Value {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/interop/read_tables.py");
+    let script = interop_dir().join("read_tables.py");
     let out = Command::new(python())
         .arg(script)
         .arg(src.join("catalog.db"))

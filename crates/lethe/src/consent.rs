@@ -55,7 +55,7 @@ use crate::policy::{ConsentConfig, Policy};
 use crate::predicate::{Predicate, Value};
 use crate::read::read_data_file;
 use crate::register::id_strings;
-use crate::snapshot::{SnapshotChanges, check_writable, produce};
+use crate::snapshot::{SnapshotChanges, check_writable, produce_written};
 use crate::table::{LoadedTable, Warehouse};
 use crate::workspace::Workspace;
 use crate::writer::{TableWriter, WriteOptions};
@@ -714,7 +714,6 @@ impl TableAction for SyncAction<'_> {
             return Ok(None);
         }
         let added: Vec<DataFile> = writer.finish()?;
-        let paths: Vec<String> = added.iter().map(|d| d.file_path().to_string()).collect();
         let mut changes = SnapshotChanges::new(Operation::Overwrite);
         changes.added_data = added;
         changes.removed = removed;
@@ -722,18 +721,7 @@ impl TableAction for SyncAction<'_> {
             "lethe-consent-sync".into(),
             "derived consent attributes".into(),
         );
-        match produce(wh, table, changes).await {
-            Ok(mut c) => {
-                c.written.extend(paths);
-                Ok(Some(c))
-            }
-            Err(e) => {
-                for p in &paths {
-                    let _ = wh.store.delete(p);
-                }
-                Err(e)
-            }
-        }
+        Ok(Some(produce_written(wh, table, changes).await?))
     }
 }
 

@@ -31,7 +31,7 @@ use crate::deletes::{DeleteIndex, DeleteReader, write_equality_deletes, write_po
 use crate::error::{Error, Result};
 use crate::predicate::Predicate;
 use crate::read::read_data_file;
-use crate::snapshot::{SnapshotChanges, produce};
+use crate::snapshot::{SnapshotChanges, produce_written};
 use crate::table::{LoadedTable, Warehouse};
 use crate::workspace::Workspace;
 
@@ -117,11 +117,6 @@ where
         if data.is_empty() && deletes.is_empty() {
             return Ok(None);
         }
-        let paths: Vec<String> = data
-            .iter()
-            .chain(deletes.iter())
-            .map(|f| f.file_path().to_string())
-            .collect();
         let mut changes = SnapshotChanges::new(if data.is_empty() {
             Operation::Delete
         } else {
@@ -130,18 +125,7 @@ where
         changes.added_data = data;
         changes.added_deletes = deletes;
         changes.summary = self.summary.clone();
-        match produce(wh, table, changes).await {
-            Ok(mut c) => {
-                c.written.extend(paths);
-                Ok(Some(c))
-            }
-            Err(e) => {
-                for p in &paths {
-                    let _ = wh.store.delete(p);
-                }
-                Err(e)
-            }
-        }
+        Ok(Some(produce_written(wh, table, changes).await?))
     }
 }
 

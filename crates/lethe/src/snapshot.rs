@@ -362,6 +362,34 @@ pub async fn produce(
     })
 }
 
+/// [`produce`] for a change that wrote its added data and delete files itself: their
+/// locations join the commit's `written` files (removed if the commit fails for certain), and
+/// they are deleted here if producing fails. Not for files the change didn't write.
+pub async fn produce_written(
+    wh: &Warehouse,
+    table: &LoadedTable,
+    changes: SnapshotChanges,
+) -> Result<ActionCommit> {
+    let paths: Vec<String> = changes
+        .added_data
+        .iter()
+        .chain(changes.added_deletes.iter())
+        .map(|f| f.file_path().to_string())
+        .collect();
+    match produce(wh, table, changes).await {
+        Ok(mut commit) => {
+            commit.written.extend(paths);
+            Ok(commit)
+        }
+        Err(e) => {
+            for p in &paths {
+                let _ = wh.store.delete(p);
+            }
+            Err(e)
+        }
+    }
+}
+
 fn summarize(
     changes: &SnapshotChanges,
     removed: &[DataFile],

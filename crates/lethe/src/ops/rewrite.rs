@@ -40,7 +40,7 @@ use crate::deletes::{DeleteIndex, DeleteReader, check_supported};
 use crate::error::{Error, Result};
 use crate::predicate::Predicate;
 use crate::read::read_data_file;
-use crate::snapshot::{SnapshotChanges, check_writable, produce};
+use crate::snapshot::{SnapshotChanges, check_writable, produce_written};
 use crate::table::{LoadedTable, TrackedFile, Warehouse};
 use crate::writer::{TableWriter, WriteOptions};
 
@@ -339,19 +339,7 @@ impl TableAction for Action<'_> {
             changes.added_deletes.push(f);
         }
         changes.summary = self.spec.summary.clone();
-        let mut added_paths = self.report.files_added.clone();
-        added_paths.extend(added_deletes);
-        let mut commit = match produce(wh, table, changes).await {
-            Ok(c) => c,
-            Err(e) => {
-                for l in &added_paths {
-                    let _ = wh.store.delete(l);
-                }
-                return Err(e);
-            }
-        };
-        commit.written.extend(added_paths);
-        Ok(Some(commit))
+        Ok(Some(produce_written(wh, table, changes).await?))
     }
 }
 
@@ -647,17 +635,6 @@ async fn write_and_produce(
         return Ok(None);
     }
     changes.summary = summary.clone();
-    let paths: Vec<String> = added.iter().map(|d| d.file_path().to_string()).collect();
     changes.added_data = added;
-    let mut commit = match produce(wh, table, changes).await {
-        Ok(c) => c,
-        Err(e) => {
-            for p in &paths {
-                let _ = wh.store.delete(p);
-            }
-            return Err(e);
-        }
-    };
-    commit.written.extend(paths);
-    Ok(Some(commit))
+    Ok(Some(produce_written(wh, table, changes).await?))
 }

@@ -98,14 +98,9 @@ impl AuditLog {
         if let Some(dir) = self.path.parent() {
             std::fs::create_dir_all(dir).map_err(|e| Error::io(dir.display().to_string(), e))?;
         }
-        let mut opts = std::fs::OpenOptions::new();
-        opts.append(true).create(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            opts.mode(0o600);
-        }
-        let mut f = opts
+        let mut f = crate::keys::private_options()
+            .append(true)
+            .create(true)
             .open(&self.path)
             .map_err(|e| Error::io(self.path.display().to_string(), e))?;
         f.write_all(&line)
@@ -115,25 +110,7 @@ impl AuditLog {
     /// Every entry, oldest first (a missing log is empty). A line that doesn't parse is an
     /// error naming its line number.
     pub fn entries(&self) -> Result<Vec<AuditEntry>> {
-        if !self.path.exists() {
-            return Ok(Vec::new());
-        }
-        let text = std::fs::read_to_string(&self.path)
-            .map_err(|e| Error::io(self.path.display().to_string(), e))?;
-        text.lines()
-            .enumerate()
-            .filter(|(_, l)| !l.trim().is_empty())
-            .map(|(i, l)| {
-                serde_json::from_str(l).map_err(|e| {
-                    Error::invalid(format!(
-                        "{}:{}: not an audit entry: {}",
-                        self.path.display(),
-                        i + 1,
-                        e
-                    ))
-                })
-            })
-            .collect()
+        crate::keys::read_json_lines(&self.path, "an audit entry")
     }
 }
 

@@ -246,14 +246,15 @@ fn write_atomic(path: &Path, bytes: &[u8], private: bool) -> Result<()> {
     let tmp = path.with_extension("tmp");
     {
         use std::io::Write;
-        let mut opts = std::fs::OpenOptions::new();
-        opts.write(true).create(true).truncate(true);
-        #[cfg(unix)]
-        if private {
-            use std::os::unix::fs::OpenOptionsExt;
-            opts.mode(0o600);
-        }
+        let mut opts = if private {
+            crate::keys::private_options()
+        } else {
+            std::fs::OpenOptions::new()
+        };
         let mut f = opts
+            .write(true)
+            .create(true)
+            .truncate(true)
             .open(&tmp)
             .map_err(|e| Error::io(tmp.display().to_string(), e))?;
         f.write_all(bytes)

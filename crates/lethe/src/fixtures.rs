@@ -69,25 +69,7 @@ pub fn init_workspace(dir: &Path, files: GovernanceFiles<'_>) -> Result<Workspac
     write(&dir.join("governance/metadata.toml"), files.metadata)?;
     write(&dir.join("governance/retention.toml"), files.retention)?;
     write(&dir.join("governance/subjects.toml"), files.subjects)?;
-    let key = dir.join("state/register.key");
-    {
-        use rand::RngCore;
-        use std::io::Write;
-        let mut bytes = [0u8; 32];
-        rand::rng().fill_bytes(&mut bytes);
-        let mut opts = std::fs::OpenOptions::new();
-        opts.write(true).create(true).truncate(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            opts.mode(0o600);
-        }
-        let mut f = opts
-            .open(&key)
-            .map_err(|e| Error::io(key.display().to_string(), e))?;
-        f.write_all(hex::encode(bytes).as_bytes())
-            .map_err(|e| Error::io(key.display().to_string(), e))?;
-    }
+    crate::keys::write_random_key(&dir.join("state/register.key"))?;
     Workspace::open(&Config::load(&config)?)
 }
 

@@ -33,6 +33,7 @@ pub mod erase;
 pub mod explain;
 pub mod init;
 pub mod inspect;
+pub(crate) mod keys;
 pub mod mentions;
 pub mod ops;
 pub mod pipeline;

@@ -62,6 +62,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use crate::error::{Error, Result};
 use crate::governance::Governance;
 use crate::governance::metadata::Classification;
+use crate::keys::KeySource;
 use crate::tomlfile::{self, TomlFile};
 
 /// The policy's file name in the governance folder.
@@ -617,48 +618,25 @@ impl std::fmt::Debug for PseudonymKey {
     }
 }
 
+const KEY_SOURCE: KeySource = KeySource {
+    what: "pseudonym",
+    env: KEY_ENV,
+    file_env: KEY_FILE_ENV,
+};
+
 impl PseudonymKey {
     /// A key from bytes (at least 16).
     pub fn from_bytes(bytes: Vec<u8>) -> Result<PseudonymKey> {
-        if bytes.len() < 16 {
-            return Err(Error::invalid(
-                "the pseudonym key is too short: use at least 16 bytes (e.g. 32 random bytes, hex-encoded)",
-            ));
-        }
-        Ok(PseudonymKey(SecretBox::new(Box::new(bytes))))
+        KEY_SOURCE.key(bytes).map(PseudonymKey)
     }
 
     /// The key from `LETHE_PSEUDONYM_KEY`, else the file `LETHE_PSEUDONYM_KEY_FILE` names, else
     /// `state/pseudonym.key` when it exists. Errors name the variable or file, never a byte of
     /// the key.
     pub fn load(state: &Path) -> Result<PseudonymKey> {
-        if let Ok(v) = std::env::var(KEY_ENV) {
-            let v = v.trim().to_string();
-            if v.is_empty() {
-                return Err(Error::invalid(format!("{KEY_ENV} is set but empty")));
-            }
-            return PseudonymKey::from_bytes(v.into_bytes());
-        }
         let fallback = state.join(DEFAULT_KEY_FILE);
-        let file = std::env::var(KEY_FILE_ENV)
-            .ok()
-            .map(PathBuf::from)
-            .or_else(|| fallback.exists().then_some(fallback));
-        match file {
-            Some(f) => {
-                let bytes = std::fs::read(&f).map_err(|e| {
-                    Error::invalid(format!(
-                        "the pseudonym key file {} can't be read: {}",
-                        f.display(),
-                        e.kind()
-                    ))
-                })?;
-                let trimmed: Vec<u8> = match std::str::from_utf8(&bytes) {
-                    Ok(s) => s.trim().as_bytes().to_vec(),
-                    Err(_) => bytes,
-                };
-                PseudonymKey::from_bytes(trimmed)
-            }
+        match KEY_SOURCE.load(fallback.exists().then_some(fallback))? {
+            Some(key) => Ok(PseudonymKey(key)),
             None => Err(Error::Refused(format!(
                 "no pseudonym key: set {KEY_ENV} or {KEY_FILE_ENV} (or write {}); the policy pseudonymises columns this principal reads",
                 state.join(DEFAULT_KEY_FILE).display()

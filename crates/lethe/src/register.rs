@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 
 use crate::error::{Error, Result};
+use crate::keys::KeySource;
 
 /// The environment variable holding the register key.
 pub const KEY_ENV: &str = "LETHE_REGISTER_KEY";
@@ -36,45 +37,23 @@ impl std::fmt::Debug for RegisterKey {
     }
 }
 
+const SOURCE: KeySource = KeySource {
+    what: "register",
+    env: KEY_ENV,
+    file_env: KEY_FILE_ENV,
+};
+
 impl RegisterKey {
     /// A key from bytes (at least 16).
     pub fn from_bytes(bytes: Vec<u8>) -> Result<RegisterKey> {
-        if bytes.len() < 16 {
-            return Err(Error::invalid(
-                "the register key is too short: use at least 16 bytes (e.g. 32 random bytes, hex-encoded)",
-            ));
-        }
-        Ok(RegisterKey(SecretBox::new(Box::new(bytes))))
+        SOURCE.key(bytes).map(RegisterKey)
     }
 
     /// The key from `LETHE_REGISTER_KEY`, else the file `LETHE_REGISTER_KEY_FILE` names, else
     /// `fallback_file`. Refuses when none is set: an erasure must not run without its register.
     pub fn load(fallback_file: Option<&Path>) -> Result<RegisterKey> {
-        if let Ok(v) = std::env::var(KEY_ENV) {
-            let v = v.trim().to_string();
-            if v.is_empty() {
-                return Err(Error::invalid(format!("{KEY_ENV} is set but empty")));
-            }
-            return RegisterKey::from_bytes(v.into_bytes());
-        }
-        let file: Option<PathBuf> = std::env::var(KEY_FILE_ENV)
-            .ok()
-            .map(PathBuf::from)
-            .or_else(|| fallback_file.map(Path::to_path_buf));
-        match file {
-            Some(f) => {
-                let bytes = std::fs::read(&f).map_err(|e| {
-                    Error::invalid(format!(
-                        "the register key file {} can't be read: {}",
-                        f.display(),
-                        e.kind()
-                    ))
-                })?;
-                let trimmed: Vec<u8> = String::from_utf8(bytes.clone())
-                    .map(|s| s.trim().as_bytes().to_vec())
-                    .unwrap_or(bytes);
-                RegisterKey::from_bytes(trimmed)
-            }
+        match SOURCE.load(fallback_file.map(Path::to_path_buf))? {
+            Some(key) => Ok(RegisterKey(key)),
             None => Err(Error::Refused(format!(
                 "no register key: set {KEY_ENV} or {KEY_FILE_ENV} (or [register] key_file in lethe.toml); lethe won't erase without writing the register"
             ))),
@@ -126,23 +105,7 @@ impl Register {
 
     /// Every entry.
     pub fn entries(&self) -> Result<Vec<Entry>> {
-        if !self.path.exists() {
-            return Ok(Vec::new());
-        }
-        let text = std::fs::read_to_string(&self.path)
-            .map_err(|e| Error::io(self.path.display().to_string(), e))?;
-        text.lines()
-            .enumerate()
-            .filter(|(_, l)| !l.trim().is_empty())
-            .map(|(i, l)| {
-                serde_json::from_str(l).map_err(|e| Error::Config {
-                    file: self.path.clone(),
-                    line: i + 1,
-                    key: "(entry)".into(),
-                    message: format!("not a register entry: {e}"),
-                })
-            })
-            .collect()
+        crate::keys::read_json_lines(&self.path, "a register entry")
     }
 
     /// Appends an entry unless the request already has one; returns whether it wrote.

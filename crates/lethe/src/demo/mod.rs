@@ -190,8 +190,10 @@ pub async fn init(opts: &DemoOptions, progress: &dyn Fn(&str)) -> Result<DemoRep
     for (name, text) in files::PIPELINES {
         write(&dir.join("pipelines").join(name), text)?;
     }
-    write_key(&dir.join("state/register.key"))?;
-    write_key(&dir.join("state/pseudonym.key"))?;
+    // The demo's keys; a deployment keeps them in a secret store and passes them as
+    // LETHE_REGISTER_KEY(_FILE) and LETHE_PSEUDONYM_KEY(_FILE).
+    crate::keys::write_random_key(&dir.join("state/register.key"))?;
+    crate::keys::write_random_key(&dir.join("state/pseudonym.key"))?;
     let ws = Workspace::open(&Config::load(&config_file)?)?;
     let mut report = DemoReport {
         dir: dir.clone(),
@@ -249,27 +251,6 @@ pub async fn init(opts: &DemoOptions, progress: &dyn Fn(&str)) -> Result<DemoRep
         report.pipelines.push(p.name.clone());
     }
     Ok(report)
-}
-
-/// The demo's register key: 32 random bytes, hex, readable only by its owner. A real
-/// deployment keeps it in a secret store and passes it as LETHE_REGISTER_KEY(_FILE).
-fn write_key(path: &Path) -> Result<()> {
-    use rand::RngCore;
-    use std::io::Write;
-    let mut bytes = [0u8; 32];
-    rand::rng().fill_bytes(&mut bytes);
-    let mut opts = std::fs::OpenOptions::new();
-    opts.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        opts.mode(0o600);
-    }
-    let mut f = opts
-        .open(path)
-        .map_err(|e| Error::io(path.display().to_string(), e))?;
-    f.write_all(hex::encode(bytes).as_bytes())
-        .map_err(|e| Error::io(path.display().to_string(), e))
 }
 
 fn write(path: &Path, text: &str) -> Result<()> {

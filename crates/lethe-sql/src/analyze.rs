@@ -210,24 +210,7 @@ impl Analyzer {
     fn plan_node(&mut self, plan: &LogicalPlan) -> Result<NodeLineage> {
         match plan {
             LogicalPlan::Projection(projection) => {
-                let NodeLineage {
-                    columns,
-                    mut dataset,
-                } = self.plan(&projection.input)?;
-                let frames = [Frame {
-                    schema: projection.input.schema(),
-                    columns: &columns,
-                }];
-                let mut out = Vec::with_capacity(projection.expr.len());
-                for expr in &projection.expr {
-                    let lineage = self.expr(expr, &frames, "Projection")?;
-                    merge_indirect(&mut dataset, lineage.lifted);
-                    out.push(lineage.deps);
-                }
-                Ok(NodeLineage {
-                    columns: out,
-                    dataset,
-                })
+                self.columns_over(&projection.input, &projection.expr, "Projection", false)
             }
             LogicalPlan::Filter(filter) => {
                 let NodeLineage {
@@ -244,24 +227,7 @@ impl Analyzer {
                 Ok(NodeLineage { columns, dataset })
             }
             LogicalPlan::Window(window) => {
-                let NodeLineage {
-                    columns,
-                    mut dataset,
-                } = self.plan(&window.input)?;
-                let frames = [Frame {
-                    schema: window.input.schema(),
-                    columns: &columns,
-                }];
-                let mut out = columns.clone();
-                for expr in &window.window_expr {
-                    let lineage = self.expr(expr, &frames, "Window")?;
-                    merge_indirect(&mut dataset, lineage.lifted);
-                    out.push(lineage.deps);
-                }
-                Ok(NodeLineage {
-                    columns: out,
-                    dataset,
-                })
+                self.columns_over(&window.input, &window.window_expr, "Window", true)
             }
             LogicalPlan::Aggregate(aggregate) => {
                 let NodeLineage {
@@ -663,6 +629,39 @@ impl Analyzer {
         Err(Error::UnresolvedColumn {
             column: column.flat_name(),
             node: format!("{node} (outer reference)"),
+        })
+    }
+
+    /// A node whose output columns are `exprs` over `input` (Projection), or `input`'s columns
+    /// followed by `exprs` (Window, with `keep_input`).
+    fn columns_over(
+        &mut self,
+        input: &LogicalPlan,
+        exprs: &[Expr],
+        node: &str,
+        keep_input: bool,
+    ) -> Result<NodeLineage> {
+        let NodeLineage {
+            columns,
+            mut dataset,
+        } = self.plan(input)?;
+        let frames = [Frame {
+            schema: input.schema(),
+            columns: &columns,
+        }];
+        let mut out = if keep_input {
+            columns.clone()
+        } else {
+            Vec::with_capacity(exprs.len())
+        };
+        for expr in exprs {
+            let lineage = self.expr(expr, &frames, node)?;
+            merge_indirect(&mut dataset, lineage.lifted);
+            out.push(lineage.deps);
+        }
+        Ok(NodeLineage {
+            columns: out,
+            dataset,
         })
     }
 

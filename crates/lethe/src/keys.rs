@@ -114,3 +114,70 @@ pub(crate) fn read_json_lines<T: DeserializeOwned>(path: &Path, what: &str) -> R
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use secrecy::ExposeSecret;
+
+    // Variables only these tests use, so they can't disturb other tests.
+    const SOURCE: KeySource = KeySource {
+        what: "test",
+        env: "LETHE_KEYS_TEST_KEY",
+        file_env: "LETHE_KEYS_TEST_KEY_FILE",
+    };
+
+    #[test]
+    fn a_key_file_is_trimmed_a_short_key_refused_and_an_unset_source_is_none() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(SOURCE.load(None).unwrap().is_none());
+        let f = dir.path().join("k");
+        std::fs::write(&f, "0123456789abcdef0123\n").unwrap();
+        let key = SOURCE.load(Some(f.clone())).unwrap().unwrap();
+        assert_eq!(key.expose_secret().as_slice(), b"0123456789abcdef0123");
+        std::fs::write(&f, "short-secret").unwrap();
+        let e = SOURCE.load(Some(f)).unwrap_err().to_string();
+        assert!(e.contains("the test key is too short"), "{e}");
+        assert!(!e.contains("short-secret"), "{e}");
+        let missing = dir.path().join("missing");
+        let e = SOURCE.load(Some(missing.clone())).unwrap_err().to_string();
+        assert!(e.contains(&missing.display().to_string()), "{e}");
+    }
+
+    #[test]
+    fn a_random_key_is_private_and_loads() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("k");
+        write_random_key(&f).unwrap();
+        assert_eq!(
+            SOURCE
+                .load(Some(f.clone()))
+                .unwrap()
+                .unwrap()
+                .expose_secret()
+                .len(),
+            64
+        );
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&f).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+    }
+
+    #[test]
+    fn json_lines_skip_blanks_and_name_the_bad_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("log.jsonl");
+        assert!(read_json_lines::<u32>(&f, "a number").unwrap().is_empty());
+        std::fs::write(&f, "1\n\n2\n").unwrap();
+        assert_eq!(read_json_lines::<u32>(&f, "a number").unwrap(), vec![1, 2]);
+        std::fs::write(&f, "1\n\nx\n").unwrap();
+        let e = read_json_lines::<u32>(&f, "a number")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(&format!("{}:3:", f.display())), "{e}");
+        assert!(e.contains("not a number"), "{e}");
+    }
+}

@@ -870,14 +870,7 @@ async fn subject_ids(
     batches: &[RecordBatch],
 ) -> Result<std::result::Result<(String, Vec<Option<String>>), String>> {
     let tname = table.name.to_string();
-    let columns: Vec<String> = table
-        .metadata
-        .current_schema()
-        .as_struct()
-        .fields()
-        .iter()
-        .map(|f| f.name.clone())
-        .collect();
+    let columns = table.column_names();
     let direct = crate::register::identifier_columns(gov, &c.subject, &tname, &columns);
     if let Some(col) = direct.first() {
         let mut out = Vec::new();
@@ -897,14 +890,7 @@ async fn subject_ids(
         let Ok(mapping) = ws.warehouse.load(&name).await else {
             continue;
         };
-        let mcols: Vec<String> = mapping
-            .metadata
-            .current_schema()
-            .as_struct()
-            .fields()
-            .iter()
-            .map(|f| f.name.clone())
-            .collect();
+        let mcols = mapping.column_names();
         let ids = crate::register::identifier_columns(gov, &c.subject, other, &mcols);
         let Some(id_col) = ids.first() else { continue };
         let mut map: HashMap<String, String> = HashMap::new();

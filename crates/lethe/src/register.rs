@@ -261,12 +261,7 @@ pub async fn check(ws: &crate::workspace::Workspace, key: &RegisterKey) -> Resul
         }
         let t = wh.load(&name).await?;
         let schema = t.metadata.current_schema().clone();
-        let columns: Vec<String> = schema
-            .as_struct()
-            .fields()
-            .iter()
-            .map(|f| f.name.clone())
-            .collect();
+        let columns = t.column_names();
         for (subject, hashes) in &by_subject {
             for col in identifier_columns(&gov, subject, &tname, &columns) {
                 let mut rows = 0u64;

@@ -41,6 +41,17 @@ impl LoadedTable {
         self.metadata.current_snapshot()
     }
 
+    /// The names of the current schema's top-level columns, in order.
+    pub fn column_names(&self) -> Vec<String> {
+        self.metadata
+            .current_schema()
+            .as_struct()
+            .fields()
+            .iter()
+            .map(|f| f.name.clone())
+            .collect()
+    }
+
     /// A table property.
     pub fn property(&self, key: &str) -> Option<&str> {
         self.metadata.properties().get(key).map(String::as_str)

@@ -691,14 +691,7 @@ async fn drift_of(
     let gov = ws.governance()?;
     let t = ws.warehouse.load(name).await?;
     let tname = name.to_string();
-    let columns: Vec<String> = t
-        .metadata
-        .current_schema()
-        .as_struct()
-        .fields()
-        .iter()
-        .map(|f| f.name.clone())
-        .collect();
+    let columns = t.column_names();
     let meta = gov.metadata.table(&tname);
     let want = mirrored(meta, &columns);
     let have: BTreeMap<String, String> = t

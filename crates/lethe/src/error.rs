@@ -71,7 +71,7 @@ pub enum Error {
     },
     /// The catalog database failed.
     #[error("catalog: {0}")]
-    Catalog(#[from] rusqlite::Error),
+    Catalog(String),
     /// The Iceberg library failed.
     #[error("iceberg: {0}")]
     Iceberg(#[from] iceberg::Error),
@@ -96,6 +96,54 @@ pub enum Error {
     /// A broken invariant inside lethe: a bug.
     #[error("internal error (a bug in lethe): {0}")]
     Internal(String),
+}
+
+/// Table-mechanics errors keep their variant, so callers match one error type.
+impl From<lethe_iceberg::Error> for Error {
+    fn from(e: lethe_iceberg::Error) -> Self {
+        use lethe_iceberg::Error as E;
+        match e {
+            E::Invalid(m) => Error::Invalid(m),
+            E::NoSuchTable(t) => Error::NoSuchTable(t),
+            E::Refused(m) => Error::Refused(m),
+            E::CommitConflict {
+                table,
+                attempts,
+                reason,
+            } => Error::CommitConflict {
+                table,
+                attempts,
+                reason,
+            },
+            E::Unsupported {
+                table,
+                feature,
+                detail,
+            } => Error::Unsupported {
+                table,
+                feature,
+                detail,
+            },
+            E::Io { path, source } => Error::Io { path, source },
+            E::Catalog(e) => Error::Catalog(e.to_string()),
+            E::Iceberg(e) => Error::Iceberg(e),
+            E::Arrow(e) => Error::Arrow(e),
+            E::Parquet(e) => Error::Parquet(e),
+            E::Json(e) => Error::Json(e),
+            E::Internal(m) => Error::Internal(m),
+            E::Action(b) => match b.downcast::<Error>() {
+                Ok(e) => *e,
+                Err(b) => Error::Internal(b.to_string()),
+            },
+        }
+    }
+}
+
+/// A lethe error raised inside a table action travels through the commit path whole.
+impl From<Error> for lethe_iceberg::Error {
+    fn from(e: Error) -> Self {
+        lethe_iceberg::Error::Action(Box::new(e))
+    }
 }
 
 impl Error {

@@ -79,7 +79,7 @@ pub(crate) fn private_options() -> std::fs::OpenOptions {
 
 /// Writes 32 random bytes, hex-encoded, to a new private file at `path` (a key for the demo
 /// or a fixture; a deployment keeps its keys in a secret store).
-pub(crate) fn write_random_key(path: &Path) -> Result<()> {
+pub fn write_random_key(path: &Path) -> Result<()> {
     use rand::RngCore;
     let mut bytes = [0u8; 32];
     rand::rng().fill_bytes(&mut bytes);

@@ -1,45 +1,33 @@
 //! lethe: erase a person from an Apache Iceberg lakehouse, and prove it.
 //!
-//! The library behind the `lethe` command. Its parts, in the order the job runs:
-//! governance files ([`governance`]), the catalog and file store ([`catalog`], [`store`],
-//! [`table`]), lethe's own data-file writer with metrics modes ([`writer`], [`metrics`]), the
-//! commit path ([`snapshot`], [`commit`]) and the operations built on it ([`ops`]).
+//! The erasure library behind the `lethe` command, built on the table mechanics of
+//! [`lethe_iceberg`] (catalogs, stores, reading, writing, commits, table operations). Its
+//! groups, in the order a user meets them:
+//! - [`governance`]: the reviewed files (classifications, retention rules and legal exceptions,
+//!   privacy subjects) and what follows from them about identifiers;
+//! - [`lifecycle`]: governance applied to tables — retention rules for a given day, table
+//!   properties generated from the classifications;
+//! - [`pipeline`]: the SQL pipelines DataFusion runs, with their column lineage recorded;
+//! - [`erasure`]: plan and explain, erase (journal, case files), prove, attest, mentions and
+//!   the register;
+//! - [`access`]: consent states, the access policy, the enforced query path and its audit log;
+//! - [`onboarding`]: `lethe init` for an existing catalog, and discovery of what its columns
+//!   hold.
+//!
+//! It knows nothing of the demo platform (crate `lethe-demo`): tables, columns and subjects
+//! come from the configuration and the catalog.
 
-pub mod catalog;
-pub mod clock;
-pub mod commit;
+pub mod access;
+pub mod batchio;
 pub mod config;
-pub mod deletes;
-pub mod demo;
+pub mod erasure;
 pub mod error;
-pub mod fixtures;
 pub mod governance;
-pub mod metrics;
-pub mod read;
-pub mod snapshot;
-pub mod store;
-pub mod table;
+pub mod keys;
+pub mod lifecycle;
+pub mod onboarding;
+pub mod pipeline;
 pub mod tomlfile;
 pub mod workspace;
-pub mod writer;
 
 pub use error::{Error, Result};
-pub mod attest;
-pub mod audit;
-pub mod batchio;
-pub mod consent;
-pub mod discover;
-pub mod erase;
-pub mod explain;
-pub mod init;
-pub mod inspect;
-pub(crate) mod keys;
-pub mod mentions;
-pub mod ops;
-pub mod pipeline;
-pub mod plan;
-pub mod policy;
-pub mod predicate;
-pub mod prove;
-pub mod query;
-pub mod register;

@@ -28,11 +28,11 @@ use lethe_lineage::{
 };
 use serde::Serialize;
 
-use crate::catalog::TableName;
 use crate::error::{Error, Result};
-use crate::ops::rewrite::replace_contents;
 use crate::workspace::Workspace;
-use crate::writer::WriteOptions;
+use lethe_iceberg::catalog::TableName;
+use lethe_iceberg::ops::rewrite::replace_contents;
+use lethe_iceberg::writer::WriteOptions;
 
 /// The producer URI lethe stamps on its lineage events.
 pub const PRODUCER: &str = concat!(
@@ -240,16 +240,16 @@ pub async fn run_with(
     }
     // Generated properties, when the warehouse uses them, are applied before writing so the
     // rebuilt files carry the right metrics (a rebuilt table must not lose them).
-    if crate::ops::properties::in_use(wh).await? {
+    if crate::lifecycle::properties::in_use(wh).await? {
         let gov = ws.governance()?;
         let t = wh.load(&p.target).await?;
-        let g = crate::ops::properties::generate(&t, &gov);
-        if !crate::ops::properties::missing(&t, &g).is_empty() {
-            let mut a = crate::commit::SetProperties {
+        let g = crate::lifecycle::properties::generate(&t, &gov);
+        if !crate::lifecycle::properties::missing(&t, &g).is_empty() {
+            let mut a = lethe_iceberg::commit::SetProperties {
                 set: g.set.into_iter().collect(),
                 remove: g.remove,
             };
-            crate::commit::commit(wh, &p.target, &mut a).await?;
+            lethe_iceberg::commit::commit(wh, &p.target, &mut a).await?;
         }
     }
     let mut summary = extra;
@@ -305,7 +305,7 @@ async fn record_lineage(
     let now = ws.clock.now();
     let run_id = uuid::Uuid::new_v4();
     let target = ws.warehouse.load(&p.target).await?;
-    let schema_facet = |t: &crate::table::LoadedTable| {
+    let schema_facet = |t: &lethe_iceberg::table::LoadedTable| {
         SchemaDatasetFacet::new(
             PRODUCER,
             t.metadata
@@ -371,4 +371,12 @@ async fn record_lineage(
     std::fs::write(&file, event.to_json_pretty()?)
         .map_err(|e| Error::io(file.display().to_string(), e))?;
     Ok(file)
+}
+
+/// Names of the pipelines in the workspace.
+pub fn names(ws: &Workspace) -> Result<std::collections::BTreeSet<String>> {
+    Ok(Pipeline::load_all(&ws.config.paths.pipelines)?
+        .into_iter()
+        .map(|p| p.name)
+        .collect())
 }

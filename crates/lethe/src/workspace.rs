@@ -2,13 +2,13 @@
 
 use std::sync::Arc;
 
-use crate::catalog::SqlCatalog;
-use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::governance::Governance;
-use crate::store::{FileStore, LocalStore};
-use crate::table::Warehouse;
+use lethe_iceberg::catalog::SqlCatalog;
+use lethe_iceberg::clock::{Clock, SystemClock};
+use lethe_iceberg::store::{FileStore, LocalStore};
+use lethe_iceberg::table::Warehouse;
 
 /// Everything a command works on.
 #[derive(Debug, Clone)]

@@ -12,10 +12,10 @@ use std::time::Instant;
 use arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray};
 use clap::Subcommand;
 use iceberg::spec::{FormatVersion, NestedField, PrimitiveType, Schema, Type};
-use lethe::catalog::TableName;
-use lethe::ops::rewrite::{RowRewrite, append, rewrite_rows};
-use lethe::predicate::{Predicate, Value};
-use lethe::writer::WriteOptions;
+use lethe_iceberg::catalog::TableName;
+use lethe_iceberg::ops::rewrite::{RowRewrite, append, rewrite_rows};
+use lethe_iceberg::predicate::{Predicate, Value};
+use lethe_iceberg::writer::WriteOptions;
 use lethe_lineage::{
     ColumnLineageDatasetFacet, GraphBuilder, InputDataset, InputField, Job, OutputDataset,
     RunEvent, Transformation,
@@ -207,18 +207,18 @@ pub async fn run(c: BenchCommand, config: Option<&Path>) -> anyhow::Result<ExitC
         BenchCommand::Scan { learner, subjects } => {
             let ws = super::workspace(config)?;
             let gov = ws.governance()?;
-            let req = lethe::erase::RequestSpec {
+            let req = lethe::erasure::case::RequestSpec {
                 request: "bench".into(),
                 subject: "learner".into(),
                 id: learner.to_string(),
             };
-            let real = lethe::erase::prepare(&ws, &gov, &[req], None, &|_| {})
+            let real = lethe::erasure::erase::prepare(&ws, &gov, &[req], None, &|_| {})
                 .await?
                 .cases;
             let mut many = real.clone();
             let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
             for i in 1..subjects {
-                let mut c = lethe::erase::CaseFile {
+                let mut c = lethe::erasure::case::CaseFile {
                     request: format!("synthetic-{i}"),
                     subject: "learner".into(),
                     ..Default::default()
@@ -244,15 +244,15 @@ pub async fn run(c: BenchCommand, config: Option<&Path>) -> anyhow::Result<ExitC
                         format!("+99 {:04} {:06}", rng.random_range(0..10_000), i),
                     ),
                 ] {
-                    c.values.push(lethe::erase::ValueTrace {
+                    c.values.push(lethe::erasure::case::ValueTrace {
                         kind: kind.into(),
                         value: v,
                     });
                 }
                 many.push(c);
             }
-            let one = lethe::prove::prove(&ws, &real, &|_| {}).await?;
-            let all = lethe::prove::prove(&ws, &many, &|_| {}).await?;
+            let one = lethe::erasure::prove::prove(&ws, &real, &|_| {}).await?;
+            let all = lethe::erasure::prove::prove(&ws, &many, &|_| {}).await?;
             let same = one.hits.len() == all.hits.iter().filter(|h| h.request == "bench").count();
             println!(
                 "{}",
@@ -286,7 +286,7 @@ fn plan_bench(datasets: usize, edges: usize, seed: u64) -> anyhow::Result<()> {
         }
     };
     let cols = 8usize;
-    let mut inv = lethe::plan::Inventory::default();
+    let mut inv = lethe::erasure::plan::Inventory::default();
     for i in 0..datasets {
         // Sources hold learner_id; derived tables hold copies under another name.
         let id_col = if i < sources { "learner_id" } else { "lid" };
@@ -294,7 +294,7 @@ fn plan_bench(datasets: usize, edges: usize, seed: u64) -> anyhow::Result<()> {
         columns.extend((1..cols).map(|c| (format!("c{c}"), "string".to_string())));
         inv.tables.insert(
             name(i),
-            lethe::plan::TableInfo {
+            lethe::erasure::plan::TableInfo {
                 columns,
                 ..Default::default()
             },
@@ -375,7 +375,7 @@ fn plan_bench(datasets: usize, edges: usize, seed: u64) -> anyhow::Result<()> {
     let reached = w.len();
     drop(w);
     let t2 = Instant::now();
-    let plan = lethe::plan::plan(&inv, &gov, &graph, "learner", None, &BTreeSet::new())?;
+    let plan = lethe::erasure::plan::plan(&inv, &gov, &graph, "learner", None, &BTreeSet::new())?;
     let planning = t2.elapsed().as_secs_f64();
     let _ = std::fs::remove_dir_all(&dir);
     println!(

@@ -4,14 +4,15 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use clap::Subcommand;
-use lethe::clock::{parse_duration, parse_instant};
-use lethe::consent::{
+use lethe::access::consent::{
     CheckReport, ConsentChange, ConsentState, RebuildReport, SetReport, check, rebuild, set, show,
     sync,
 };
-use lethe::erase::{EraseOptions, RequestSpec, erase as run_erase};
+use lethe::erasure::case::RequestSpec;
+use lethe::erasure::erase::{EraseOptions, erase as run_erase};
 use lethe::governance::subjects::SubjectRef;
 use lethe::workspace::Workspace;
+use lethe_iceberg::clock::{parse_duration, parse_instant};
 
 use crate::out;
 

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Subcommand;
-use lethe::demo::{DemoOptions, init as demo_init};
+use lethe_demo::platform::{DemoOptions, init as demo_init};
 
 use crate::out;
 
@@ -63,7 +63,7 @@ pub async fn run(c: DemoCommand, config: Option<&Path>) -> anyhow::Result<ExitCo
     match c {
         DemoCommand::Reload { suppress, json } => {
             let ws = super::workspace(config)?;
-            let r = lethe::demo::reload(&ws, suppress).await?;
+            let r = lethe_demo::platform::reload(&ws, suppress).await?;
             if json {
                 out::json(&r)?;
             } else {
@@ -151,7 +151,7 @@ async fn walkthrough(dir: PathBuf, scale: u32, seed: u64) -> anyhow::Result<Exit
     let cfg = cfg.as_deref();
     heading(2, "The tables", "lethe tables");
     super::inspect::tables(super::inspect::TablesArgs::plain(), cfg).await?;
-    let day = lethe::demo::data::TODAY;
+    let day = lethe_demo::platform::data::TODAY;
     heading(
         3,
         "Retention for the demo's today",
@@ -174,7 +174,7 @@ async fn walkthrough(dir: PathBuf, scale: u32, seed: u64) -> anyhow::Result<Exit
         cfg,
     )
     .await?;
-    let subject = format!("learner={}", lethe::demo::data::DEMO_LEARNER);
+    let subject = format!("learner={}", lethe_demo::platform::data::DEMO_LEARNER);
     heading(
         4,
         "Plan the learner's erasure",
@@ -191,7 +191,7 @@ async fn walkthrough(dir: PathBuf, scale: u32, seed: u64) -> anyhow::Result<Exit
         cfg,
     )
     .await?;
-    super::consent::walkthrough(6, lethe::demo::data::DEMO_LEARNER, cfg).await?;
+    super::consent::walkthrough(6, lethe_demo::platform::data::DEMO_LEARNER, cfg).await?;
     heading(
         7,
         "Erase (one writer here, so no minimum file age)",

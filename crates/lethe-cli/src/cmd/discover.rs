@@ -5,8 +5,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
-use lethe::discover::{DiscoverOptions, Status, check, discover as run_discover, mirror};
-use lethe::init::{InitOptions, init as run_init};
+use lethe::onboarding::discover::{
+    DiscoverOptions, Status, check, discover as run_discover, mirror,
+};
+use lethe::onboarding::init::{InitOptions, init as run_init};
 
 use crate::out;
 

@@ -4,12 +4,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args;
-use lethe::clock::parse_duration;
-use lethe::erase::{
-    EraseOptions, RequestSpec, erase as run_erase, find_request, parse_subjects_file,
-};
+use lethe::erasure::case::{RequestSpec, parse_subjects_file};
+use lethe::erasure::erase::{EraseOptions, erase as run_erase, find_request};
+use lethe::erasure::plan::Action;
 use lethe::governance::subjects::SubjectRef;
-use lethe::plan::Action;
+use lethe_iceberg::clock::parse_duration;
 
 use crate::out;
 

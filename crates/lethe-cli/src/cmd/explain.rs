@@ -4,9 +4,9 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand, ValueEnum};
-use lethe::explain::explain_with;
+use lethe::erasure::explain::explain_with;
+use lethe::erasure::plan::{self, Action, Inventory, Verdict};
 use lethe::governance::subjects::SubjectRef;
-use lethe::plan::{self, Action, Inventory, Verdict};
 
 use crate::out;
 

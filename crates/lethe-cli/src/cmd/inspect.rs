@@ -4,7 +4,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use clap::Args;
-use lethe::catalog::TableName;
+use lethe_iceberg::catalog::TableName;
 
 use crate::out;
 
@@ -31,7 +31,7 @@ pub struct InspectArgs {
 
 pub async fn tables(a: TablesArgs, config: Option<&Path>) -> anyhow::Result<ExitCode> {
     let ws = super::workspace(config)?;
-    let t = lethe::inspect::tables(&ws.warehouse).await?;
+    let t = lethe_iceberg::inspect::tables(&ws.warehouse).await?;
     if a.json {
         out::json(&t)?;
     } else {
@@ -68,7 +68,7 @@ pub async fn tables(a: TablesArgs, config: Option<&Path>) -> anyhow::Result<Exit
 
 pub async fn inspect(a: InspectArgs, config: Option<&Path>) -> anyhow::Result<ExitCode> {
     let ws = super::workspace(config)?;
-    let v = lethe::inspect::inspect(&ws.warehouse, &TableName::parse(&a.table)?).await?;
+    let v = lethe_iceberg::inspect::inspect(&ws.warehouse, &TableName::parse(&a.table)?).await?;
     if a.json {
         out::json(&v)?;
         return Ok(ExitCode::SUCCESS);

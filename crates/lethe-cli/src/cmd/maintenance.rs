@@ -5,12 +5,12 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use lethe::catalog::TableName;
-use lethe::clock::{parse_duration, parse_instant};
-use lethe::ops::expire::{Cutoff, ExpireOptions, expire as expire_table};
-use lethe::ops::manifests::rewrite_manifests;
-use lethe::ops::sweep::sweep as sweep_table;
 use lethe::workspace::Workspace;
+use lethe_iceberg::catalog::TableName;
+use lethe_iceberg::clock::{parse_duration, parse_instant};
+use lethe_iceberg::ops::expire::{Cutoff, ExpireOptions, expire as expire_table};
+use lethe_iceberg::ops::manifests::rewrite_manifests;
+use lethe_iceberg::ops::sweep::sweep as sweep_table;
 
 use crate::out;
 
@@ -99,7 +99,7 @@ pub async fn expire(a: ExpireArgs, config: Option<&Path>) -> anyhow::Result<Exit
     for name in names(&ws, &a.tables).await? {
         match expire_table(&ws.warehouse, &name, options, ws.clock.as_ref()).await {
             Ok(r) => reports.push(r),
-            Err(lethe::Error::Refused(why)) => refused.push(why),
+            Err(lethe_iceberg::Error::Refused(why)) => refused.push(why),
             Err(e) => return Err(e.into()),
         }
     }
@@ -176,7 +176,7 @@ pub async fn sweep(a: SweepArgs, config: Option<&Path>) -> anyhow::Result<ExitCo
     for name in names(&ws, &a.tables).await? {
         match sweep_table(&ws.warehouse, &name, min_age, a.dry_run, ws.clock.as_ref()).await {
             Ok(r) => reports.push(r),
-            Err(lethe::Error::Refused(why)) => refused.push(why),
+            Err(lethe_iceberg::Error::Refused(why)) => refused.push(why),
             Err(e) => return Err(e.into()),
         }
     }

@@ -4,7 +4,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use clap::Subcommand;
-use lethe::ops::properties::{apply_one, generate, missing};
+use lethe::lifecycle::properties::{apply_one, generate, missing};
 
 use crate::out;
 

@@ -4,9 +4,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand, ValueEnum};
-use lethe::erase::{CaseFile, RequestSpec, default_key_file, find_request, prepare, read_case};
+use lethe::erasure::case::{CaseFile, RequestSpec, read_case};
+use lethe::erasure::erase::{find_request, prepare};
+use lethe::erasure::register::default_key_file;
+use lethe::erasure::register::{Register, RegisterKey, SuppressMode};
 use lethe::governance::subjects::SubjectRef;
-use lethe::register::{Register, RegisterKey, SuppressMode};
 
 use crate::out;
 
@@ -129,7 +131,7 @@ pub async fn scan(a: ScanArgs, config: Option<&Path>) -> anyhow::Result<ExitCode
     let ws = super::workspace(config)?;
     let cases = cases_for(&ws, &a).await?;
     let quiet = a.json;
-    let r = lethe::prove::prove(&ws, &cases, &|m| {
+    let r = lethe::erasure::prove::prove(&ws, &cases, &|m| {
         if !quiet {
             out::progress(m)
         }
@@ -192,7 +194,7 @@ pub async fn scan(a: ScanArgs, config: Option<&Path>) -> anyhow::Result<ExitCode
 pub async fn attest(a: AttestArgs, config: Option<&Path>) -> anyhow::Result<ExitCode> {
     let ws = super::workspace(config)?;
     let quiet = a.json;
-    let (att, _) = lethe::attest::attest(&ws, &a.request, !a.keep_case_file, &|m| {
+    let (att, _) = lethe::erasure::attest::attest(&ws, &a.request, !a.keep_case_file, &|m| {
         if !quiet {
             out::progress(m)
         }
@@ -203,7 +205,7 @@ pub async fn attest(a: AttestArgs, config: Option<&Path>) -> anyhow::Result<Exit
         let j = find_request(&ws, &a.request)?
             .and_then(|j| j.plan)
             .ok_or_else(|| anyhow::anyhow!("no plan"))?;
-        std::fs::write(f, lethe::attest::html(&att, &j))?;
+        std::fs::write(f, lethe::erasure::attest::html(&att, &j))?;
     }
     if a.json {
         out::json(&att)?;
@@ -293,7 +295,7 @@ pub async fn register(c: RegisterCommand, config: Option<&Path>) -> anyhow::Resu
         }
         RegisterCommand::Check { json } => {
             let key = RegisterKey::load(default_key_file(&ws).as_deref())?;
-            let incidents = lethe::register::check(&ws, &key).await?;
+            let incidents = lethe::erasure::register::check(&ws, &key).await?;
             if json {
                 out::json(&incidents)?;
             } else if incidents.is_empty() {
@@ -354,7 +356,7 @@ pub async fn register(c: RegisterCommand, config: Option<&Path>) -> anyhow::Resu
                 Mode::Drop => SuppressMode::Drop,
                 Mode::Tombstone => SuppressMode::Tombstone,
             };
-            let (kept, stats) = lethe::register::suppress(
+            let (kept, stats) = lethe::erasure::register::suppress(
                 &batches,
                 &key,
                 &hashes,

@@ -4,7 +4,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use lethe::query::{Enforcer, query as run_query};
+use lethe::access::query::{Enforcer, query as run_query};
 
 use crate::out;
 
@@ -60,7 +60,7 @@ pub async fn query(a: QueryArgs, config: Option<&Path>) -> anyhow::Result<ExitCo
             ws.config
                 .paths
                 .state
-                .join(lethe::audit::AUDIT_FILE)
+                .join(lethe::access::audit::AUDIT_FILE)
                 .display()
         );
     }

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::Subcommand;
 use lethe::governance::retention::parse_day;
-use lethe::ops::retention;
+use lethe::lifecycle::retention;
 
 use crate::out;
 

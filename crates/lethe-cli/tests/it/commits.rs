@@ -11,12 +11,12 @@ use iceberg::spec::{
     FormatVersion, NestedField, PrimitiveType, Schema, SnapshotReference, SnapshotRetention, Type,
 };
 use iceberg::{TableRequirement, TableUpdate};
-use lethe::catalog::TableName;
-use lethe::commit::{ActionCommit, SetProperties, TableAction, commit};
-use lethe::ops::rewrite::{RowRewrite, append, count_rows, rewrite_rows, select_rows};
-use lethe::predicate::{CmpOp, Predicate, Value};
-use lethe::table::{LoadedTable, Warehouse};
-use lethe::writer::WriteOptions;
+use lethe_iceberg::catalog::TableName;
+use lethe_iceberg::commit::{ActionCommit, SetProperties, TableAction, commit};
+use lethe_iceberg::ops::rewrite::{RowRewrite, append, count_rows, rewrite_rows, select_rows};
+use lethe_iceberg::predicate::{CmpOp, Predicate, Value};
+use lethe_iceberg::table::{LoadedTable, Warehouse};
+use lethe_iceberg::writer::WriteOptions;
 use rand::{Rng, SeedableRng};
 
 use crate::common::{Demo, pyiceberg, seed};
@@ -160,8 +160,12 @@ async fn a_delete_rewrites_exactly_the_files_holding_matching_rows() {
     for f in wh.current_files(&table).await.unwrap() {
         let path = f.entry.data_file.file_path().to_string();
         let rows = rows_of(
-            &lethe::read::read_data_file(wh.store.as_ref(), &path, table.metadata.current_schema())
-                .unwrap(),
+            &lethe_iceberg::read::read_data_file(
+                wh.store.as_ref(),
+                &path,
+                table.metadata.current_schema(),
+            )
+            .unwrap(),
         );
         let m = rows.iter().filter(|r| matches(r)).count();
         if m == rows.len() {
@@ -497,7 +501,7 @@ impl TableAction for Tag {
         &mut self,
         _wh: &Warehouse,
         t: &LoadedTable,
-    ) -> lethe::Result<Option<ActionCommit>> {
+    ) -> lethe_iceberg::Result<Option<ActionCommit>> {
         Ok(Some(ActionCommit {
             updates: vec![TableUpdate::SetSnapshotRef {
                 ref_name: self.0.into(),

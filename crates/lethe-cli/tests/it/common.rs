@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use lethe::config::Config;
-use lethe::demo::{DemoOptions, init};
 use lethe::workspace::Workspace;
+use lethe_demo::platform::{DemoOptions, init};
 
 /// A demo platform built in a temporary folder.
 pub struct Demo {

@@ -3,9 +3,9 @@
 
 use std::collections::BTreeSet;
 
-use lethe::audit::{AuditLog, Decision, sql_hash};
-use lethe::policy::PseudonymKey;
-use lethe::query::PseudonymUdf;
+use lethe::access::audit::{AuditLog, Decision, sql_hash};
+use lethe::access::policy::PseudonymKey;
+use lethe::access::query::PseudonymUdf;
 use serde_json::Value;
 
 use crate::common::Demo;
@@ -67,7 +67,7 @@ fn pseudonym_of(demo: &Demo, id: &str) -> String {
     PseudonymUdf::new(&key).unwrap().pseudonym(id.as_bytes())
 }
 
-fn audit(demo: &Demo) -> Vec<lethe::audit::AuditEntry> {
+fn audit(demo: &Demo) -> Vec<lethe::access::audit::AuditEntry> {
     AuditLog::in_state(&demo.dir.join("state"))
         .entries()
         .unwrap()

@@ -3,11 +3,11 @@
 
 use std::collections::BTreeMap;
 
-use lethe::catalog::TableName;
-use lethe::commit::{SetProperties, commit};
-use lethe::metrics::{truncate_lower_str, truncate_upper_str};
-use lethe::ops::rewrite::{RowRewrite, rewrite_rows, select_rows};
-use lethe::predicate::Predicate;
+use lethe_iceberg::catalog::TableName;
+use lethe_iceberg::commit::{SetProperties, commit};
+use lethe_iceberg::metrics::{truncate_lower_str, truncate_upper_str};
+use lethe_iceberg::ops::rewrite::{RowRewrite, rewrite_rows, select_rows};
+use lethe_iceberg::predicate::Predicate;
 use lethe_lineage::{RunEvent, parse_events};
 
 use crate::common::{Demo, lethe_in, pyiceberg};
@@ -65,7 +65,7 @@ async fn email_bounds_are_truncated_then_gone_with_metrics_none() {
     for f in &files {
         let df = &f.entry.data_file;
         // The file's real min and max email.
-        let batches = lethe::read::read_data_file(
+        let batches = lethe_iceberg::read::read_data_file(
             wh.store.as_ref(),
             df.file_path(),
             table.metadata.current_schema(),
@@ -79,8 +79,8 @@ async fn email_bounds_are_truncated_then_gone_with_metrics_none() {
         }
         emails.sort();
         let (min, max) = (emails.first().unwrap(), emails.last().unwrap());
-        let lower = lethe::inspect::readable(&df.lower_bounds()[&email_id]);
-        let upper = lethe::inspect::readable(&df.upper_bounds()[&email_id]);
+        let lower = lethe_iceberg::inspect::readable(&df.lower_bounds()[&email_id]);
+        let upper = lethe_iceberg::inspect::readable(&df.upper_bounds()[&email_id]);
         assert!(
             lower.chars().count() <= 16 && upper.chars().count() <= 16,
             "{lower} / {upper}"
@@ -101,7 +101,7 @@ async fn email_bounds_are_truncated_then_gone_with_metrics_none() {
     let demo_learner = select_rows(
         wh,
         &table,
-        &Predicate::eq("learner_id", lethe::predicate::Value::Int(3590)),
+        &Predicate::eq("learner_id", lethe_iceberg::predicate::Value::Int(3590)),
     )
     .await
     .unwrap();
@@ -110,7 +110,7 @@ async fn email_bounds_are_truncated_then_gone_with_metrics_none() {
         .value(0)
         .to_string();
     assert_eq!(email, email.to_uppercase());
-    assert!(files.iter().any(|f| lethe::inspect::readable(
+    assert!(files.iter().any(|f| lethe_iceberg::inspect::readable(
         &f.entry.data_file.lower_bounds()[&email_id]
     ) == truncate_lower_str(&email, 16)));
 

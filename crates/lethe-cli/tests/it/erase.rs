@@ -4,13 +4,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use chrono::Duration;
-use lethe::catalog::TableName;
-use lethe::clock::FixedClock;
-use lethe::erase::{EraseOptions, RequestSpec, erase};
-use lethe::ops::rewrite::{RowRewrite, append, count_rows, rewrite_rows, select_rows};
-use lethe::ops::sweep::{referenced, sweep};
-use lethe::predicate::{Predicate, Value};
+use lethe::erasure::case::RequestSpec;
+use lethe::erasure::erase::{EraseOptions, erase};
 use lethe::workspace::Workspace;
+use lethe_iceberg::catalog::TableName;
+use lethe_iceberg::clock::FixedClock;
+use lethe_iceberg::ops::rewrite::{RowRewrite, append, count_rows, rewrite_rows, select_rows};
+use lethe_iceberg::ops::sweep::{referenced, sweep};
+use lethe_iceberg::predicate::{Predicate, Value};
 use rand::{Rng, SeedableRng};
 
 use crate::common::{Demo, lethe_in, pyiceberg, seed};
@@ -141,8 +142,10 @@ async fn with_generated_properties_the_erasure_leaves_nothing_behind() {
     }
     assert_eq!(unreferenced(ws).await, 0);
     // No file, manifest bound included, holds the learner.
-    let case = lethe::erase::read_case(ws, "erasure-0001").unwrap();
-    let proof = lethe::prove::prove(ws, &[case], &|_| {}).await.unwrap();
+    let case = lethe::erasure::case::read_case(ws, "erasure-0001").unwrap();
+    let proof = lethe::erasure::prove::prove(ws, &[case], &|_| {})
+        .await
+        .unwrap();
     assert!(proof.is_clean(), "{:#?}", proof.hits);
     assert!(proof.files_read > 50);
     // Every commit recorded only the request.
@@ -190,7 +193,10 @@ async fn with_generated_properties_the_erasure_leaves_nothing_behind() {
         !journal.contains("\"3590\""),
         "the finished journal holds the learner's ID"
     );
-    for v in &lethe::erase::read_case(ws, "erasure-0001").unwrap().values {
+    for v in &lethe::erasure::case::read_case(ws, "erasure-0001")
+        .unwrap()
+        .values
+    {
         assert!(
             !journal.contains(&v.value),
             "the finished journal holds a {}",
@@ -260,7 +266,7 @@ async fn default_statistics_the_largest_email_leaves_no_manifest_either() {
     }
     let (email, learner) = best.unwrap();
     // Before: its 15-character prefix is in a manifest bound.
-    let before = lethe::erase::prepare(
+    let before = lethe::erasure::erase::prepare(
         ws,
         &ws.governance().unwrap(),
         &[request(learner, "probe")],
@@ -269,7 +275,7 @@ async fn default_statistics_the_largest_email_leaves_no_manifest_either() {
     )
     .await
     .unwrap();
-    let scan = lethe::prove::prove(ws, &before.cases, &|_| {})
+    let scan = lethe::erasure::prove::prove(ws, &before.cases, &|_| {})
         .await
         .unwrap();
     assert!(
@@ -282,8 +288,10 @@ async fn default_statistics_the_largest_email_leaves_no_manifest_either() {
     erase(ws, &[request(learner, "erasure-largest")], &opts(), &|_| {})
         .await
         .unwrap();
-    let case = lethe::erase::read_case(ws, "erasure-largest").unwrap();
-    let proof = lethe::prove::prove(ws, &[case], &|_| {}).await.unwrap();
+    let case = lethe::erasure::case::read_case(ws, "erasure-largest").unwrap();
+    let proof = lethe::erasure::prove::prove(ws, &[case], &|_| {})
+        .await
+        .unwrap();
     assert!(proof.is_clean(), "{:#?}", proof.hits);
 }
 
@@ -343,7 +351,7 @@ async fn a_crash_after_any_durable_step_resumes_to_the_same_end_state() {
         differ.is_empty(),
         "same rows in every table; these differ: {differ:?}"
     );
-    let entries = lethe::register::Register::in_state(&crashed.ws.config.paths.state)
+    let entries = lethe::erasure::register::Register::in_state(&crashed.ws.config.paths.state)
         .entries()
         .unwrap();
     assert_eq!(entries.len(), 1, "one register entry");
@@ -470,13 +478,13 @@ async fn a_batch_erases_many_in_one_pass_with_an_entry_and_counts_each() {
         events_step["rows"], events_before,
         "one rewrite of the table for every subject"
     );
-    let register = lethe::register::Register::in_state(&ws.config.paths.state)
+    let register = lethe::erasure::register::Register::in_state(&ws.config.paths.state)
         .entries()
         .unwrap();
     assert_eq!(register.len(), 40);
     let mut total = 0;
     for (i, _) in ids.iter().enumerate() {
-        let case = lethe::erase::read_case(ws, &format!("erasure-b{i:03}")).unwrap();
+        let case = lethe::erasure::case::read_case(ws, &format!("erasure-b{i:03}")).unwrap();
         total += case.rows.get("learning.events").copied().unwrap_or(0);
     }
     assert_eq!(total, events_before, "per-request counts add up");
@@ -521,9 +529,9 @@ async fn a_blocked_table_refuses_the_whole_erasure_before_any_change() {
             "3",
         ),
     ] {
-        let mut a = lethe::commit::SetProperties::default();
+        let mut a = lethe_iceberg::commit::SetProperties::default();
         a.set.insert(k.into(), v.into());
-        lethe::commit::commit(wh, &TableName::parse(t).unwrap(), &mut a)
+        lethe_iceberg::commit::commit(wh, &TableName::parse(t).unwrap(), &mut a)
             .await
             .unwrap();
     }

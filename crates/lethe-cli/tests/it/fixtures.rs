@@ -1,6 +1,6 @@
 //! Warehouses as other engines leave them (issue 8): merge-on-read tables with position and
 //! equality deletes, partitioned tables, format v1 and v3 tables, evolved schemas. Built with
-//! lethe's own code ([`lethe::fixtures`], and by hand here for format v3 with deletion
+//! lethe's own code ([`lethe_demo::fixtures`], and by hand here for format v3 with deletion
 //! vectors, which lethe never writes); each is read by PyIceberg 0.12 in the tests before lethe
 //! changes it.
 
@@ -22,13 +22,13 @@ use iceberg::spec::{
     SnapshotReference, SnapshotRetention, Summary, Transform, Type, UnboundPartitionSpec,
 };
 use iceberg::{TableRequirement, TableUpdate};
-use lethe::catalog::TableName;
-use lethe::commit::{ActionCommit, TableAction, commit};
-use lethe::fixtures::{GovernanceFiles, init_workspace};
-use lethe::ops::rewrite::append;
-use lethe::table::{LoadedTable, Warehouse};
 use lethe::workspace::Workspace;
-use lethe::writer::WriteOptions;
+use lethe_demo::fixtures::{GovernanceFiles, init_workspace};
+use lethe_iceberg::catalog::TableName;
+use lethe_iceberg::commit::{ActionCommit, TableAction, commit};
+use lethe_iceberg::ops::rewrite::append;
+use lethe_iceberg::table::{LoadedTable, Warehouse};
+use lethe_iceberg::writer::WriteOptions;
 
 use crate::common::pyiceberg;
 
@@ -447,7 +447,7 @@ impl TableAction for V3Snapshot {
         &mut self,
         wh: &Warehouse,
         table: &LoadedTable,
-    ) -> lethe::Result<Option<ActionCommit>> {
+    ) -> lethe_iceberg::Result<Option<ActionCommit>> {
         let meta = &table.metadata;
         let file_io = wh.store.file_io();
         let location = table.location().to_string();
@@ -474,9 +474,9 @@ impl TableAction for V3Snapshot {
         let operation;
         if let Some(b) = &self.batch {
             operation = Operation::Append;
-            let target = lethe::writer::arrow_schema(&schema)?;
-            let aligned = lethe::writer::align_batch(b, &schema, &target)?;
-            let files = lethe::writer::write_batches(
+            let target = lethe_iceberg::writer::arrow_schema(&schema)?;
+            let aligned = lethe_iceberg::writer::align_batch(b, &schema, &target)?;
+            let files = lethe_iceberg::writer::write_batches(
                 wh.store.as_ref(),
                 meta,
                 &[aligned],

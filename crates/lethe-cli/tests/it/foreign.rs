@@ -10,14 +10,15 @@ use chrono::Duration;
 use iceberg::spec::{
     DataContentType, Datum, FormatVersion, PrimitiveType, Schema, Transform, Type,
 };
-use lethe::catalog::TableName;
-use lethe::erase::{EraseOptions, RequestSpec, erase, prepare, read_case};
-use lethe::fixtures::{delete_by_equality, delete_by_position, renamed, set_schema, upsert};
+use lethe::erasure::case::{RequestSpec, read_case};
+use lethe::erasure::erase::{EraseOptions, erase, prepare};
+use lethe::erasure::plan::Action;
+use lethe::erasure::prove::{ProveReport, prove};
 use lethe::governance::subjects::SubjectRef;
-use lethe::ops::rewrite::{RowRewrite, count_rows, dry_run};
-use lethe::plan::Action;
-use lethe::predicate::{CmpOp, Predicate, Value};
-use lethe::prove::{ProveReport, prove};
+use lethe_demo::fixtures::{delete_by_equality, delete_by_position, renamed, set_schema, upsert};
+use lethe_iceberg::catalog::TableName;
+use lethe_iceberg::ops::rewrite::{RowRewrite, count_rows, dry_run};
+use lethe_iceberg::predicate::{CmpOp, Predicate, Value};
 
 use crate::fixtures::*;
 
@@ -263,9 +264,11 @@ async fn equality_deletes_holding_the_subjects_key_are_rewritten() {
     let mut keys_left = Vec::new();
     for file in f.wh().current_files(&loaded).await.unwrap() {
         if file.entry.data_file.content_type() == DataContentType::EqualityDeletes {
-            let (_, batches) =
-                lethe::read::read_raw(f.wh().store.as_ref(), file.entry.data_file.file_path())
-                    .unwrap();
+            let (_, batches) = lethe_iceberg::read::read_raw(
+                f.wh().store.as_ref(),
+                file.entry.data_file.file_path(),
+            )
+            .unwrap();
             for b in batches {
                 keys_left.extend(
                     b.column(0)
@@ -394,7 +397,7 @@ async fn retention_drops_whole_month_partitions() {
     let f = events_fixture().await;
     let gov = f.ws.governance().unwrap();
     let day = chrono::NaiveDate::from_ymd_opt(2026, 7, 1).unwrap();
-    let applied = lethe::ops::retention::apply(f.wh(), &gov.retention, day, false)
+    let applied = lethe::lifecycle::retention::apply(f.wh(), &gov.retention, day, false)
         .await
         .unwrap();
     assert_eq!(applied.len(), 1);
@@ -410,7 +413,7 @@ async fn retention_drops_whole_month_partitions() {
     assert_eq!(py["files"], 6);
     check_partition_summaries(&f, "shop.events").await;
     // Again for the same day: nothing is due, nothing is committed.
-    let again = lethe::ops::retention::apply(f.wh(), &gov.retention, day, false)
+    let again = lethe::lifecycle::retention::apply(f.wh(), &gov.retention, day, false)
         .await
         .unwrap();
     assert_eq!(again[0].snapshot_id, None);
@@ -579,7 +582,7 @@ async fn renamed_personal_column_is_resolved_by_field_id() {
     // The metrics properties follow the field: `email` was classified personal, and its new
     // name gets `none`; nothing is generated under the old name.
     let gov = f.ws.governance().unwrap();
-    let g = lethe::ops::properties::generate(&loaded, &gov);
+    let g = lethe::lifecycle::properties::generate(&loaded, &gov);
     assert_eq!(
         g.set
             .get("write.metadata.metrics.column.contact_email")
@@ -625,7 +628,7 @@ async fn v3_deletion_vectors_are_unresolved_and_nothing_changes() {
     assert_eq!(py["delete_files"], 1, "{py}");
 
     let before = f.pointers().await;
-    let explained = lethe::explain::explain(
+    let explained = lethe::erasure::explain::explain(
         &f.ws,
         &SubjectRef {
             subject: "customer".into(),
@@ -663,13 +666,16 @@ async fn v3_deletion_vectors_are_unresolved_and_nothing_changes() {
     assert_eq!(f.pointers().await, before, "no table changed");
     assert_eq!(rows(&f.py_scan("shop.orders", None)), 18);
     // lethe's own row changes refuse the table too, before writing anything.
-    let r = lethe::ops::rewrite::rewrite_rows(
+    let r = lethe_iceberg::ops::rewrite::rewrite_rows(
         f.wh(),
         &name("shop.orders"),
         &RowRewrite::delete(Predicate::eq("customer_id", Value::Int(SUBJECT))),
     )
     .await;
-    assert!(matches!(r, Err(lethe::Error::Unsupported { .. })), "{r:?}");
+    assert!(
+        matches!(r, Err(lethe_iceberg::Error::Unsupported { .. })),
+        "{r:?}"
+    );
     assert_eq!(f.pointers().await, before);
 }
 

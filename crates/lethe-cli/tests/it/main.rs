@@ -3,9 +3,11 @@
 //! Tests that read with PyIceberg need `LETHE_PYTHON` (set by `scripts/test.sh`, which
 //! installs the venv); they fail, never skip, when it is missing.
 
+mod architecture;
 mod commits;
 mod common;
 mod consent;
+mod deletes;
 mod demo;
 mod discover;
 mod erase;

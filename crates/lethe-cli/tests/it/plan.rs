@@ -5,10 +5,10 @@ use std::collections::{BTreeMap, HashMap};
 
 use chrono::{DateTime, Utc};
 use iceberg::spec::{FormatVersion, NestedField, PrimitiveType, Schema, Type};
-use lethe::catalog::TableName;
-use lethe::commit::{SetProperties, commit};
-use lethe::ops::rewrite::select_rows;
-use lethe::predicate::{CmpOp, Predicate, Value};
+use lethe_iceberg::catalog::TableName;
+use lethe_iceberg::commit::{SetProperties, commit};
+use lethe_iceberg::ops::rewrite::select_rows;
+use lethe_iceberg::predicate::{CmpOp, Predicate, Value};
 use lethe_lineage::{
     ColumnLineageDatasetFacet, InputDataset, InputField, Job, OutputDataset, RunEvent,
     Transformation,
@@ -108,7 +108,7 @@ async fn the_demo_plan_for_learner_3590_has_ten_steps() {
     )
     .await
     .unwrap();
-    let ids = lethe::plan::column_values(&rows, "review_id").unwrap();
+    let ids = lethe::governance::identifiers::column_values(&rows, "review_id").unwrap();
     let shown: Vec<String> = ids.iter().map(|v| v.to_string()).collect();
     assert_eq!(s["ai.review_corpus"]["values"], serde_json::json!(shown));
     assert_eq!(plan["coverage"]["discovered"], 11);

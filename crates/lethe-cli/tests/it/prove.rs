@@ -5,9 +5,10 @@
 use std::io::Write;
 
 use chrono::Duration;
-use lethe::erase::{CaseFile, EraseOptions, RequestSpec, ValueTrace, erase, prepare, read_case};
-use lethe::ops::rewrite::append;
-use lethe::writer::WriteOptions;
+use lethe::erasure::case::{CaseFile, RequestSpec, ValueTrace, read_case};
+use lethe::erasure::erase::{EraseOptions, erase, prepare};
+use lethe_iceberg::ops::rewrite::append;
+use lethe_iceberg::writer::WriteOptions;
 
 use crate::common::Demo;
 
@@ -43,7 +44,7 @@ async fn the_scan_finds_the_learner_in_data_and_bounds_then_nowhere() {
     .unwrap();
     let case = &prepared.cases[0];
     assert!(case.values.iter().any(|v| v.kind == "email"));
-    let before = lethe::prove::prove(ws, &prepared.cases, &|_| {})
+    let before = lethe::erasure::prove::prove(ws, &prepared.cases, &|_| {})
         .await
         .unwrap();
     let has = |table: &str, place: &str, trace: &str| {
@@ -165,7 +166,7 @@ async fn a_clean_demo_yields_no_false_positive() {
         ],
         ..Default::default()
     };
-    let r = lethe::prove::prove(&demo.ws, &[nobody], &|_| {})
+    let r = lethe::erasure::prove::prove(&demo.ws, &[nobody], &|_| {})
         .await
         .unwrap();
     assert!(r.is_clean(), "{:#?}", r.hits);
@@ -274,7 +275,7 @@ async fn the_register_catches_a_reload_and_suppression_prevents_it() {
     assert_eq!(reload["suppressed"], 1);
     demo.lethe_ok(&["register", "check"], 0);
     // `register suppress` on a file: drop and tombstone.
-    let export = demo.dir.join(lethe::demo::EXPORT);
+    let export = demo.dir.join(lethe_demo::platform::EXPORT);
     let dropped = demo.dir.join("dropped.parquet");
     demo.lethe_ok(
         &[
@@ -368,7 +369,7 @@ async fn another_learners_ticket_naming_the_subject_is_a_mention() {
     .unwrap();
     append(
         &ws.warehouse,
-        &lethe::catalog::TableName::parse("support.tickets").unwrap(),
+        &lethe_iceberg::catalog::TableName::parse("support.tickets").unwrap(),
         &[ticket],
         Default::default(),
         WriteOptions::default(),

@@ -74,7 +74,7 @@ pub struct ColumnMeta {
     pub identifies: Option<String>,
     /// A derived identifier: the column holds `from`'s values transformed by a pattern
     /// (`derived = { from = "customer_id", pattern = "a-{id}#*" }`), see
-    /// [`crate::discover::derived`]. Only with `identifies`.
+    /// [`crate::governance::identifiers`]. Only with `identifies`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub derived: Option<Derived>,
     /// A free-text note for reviewers.

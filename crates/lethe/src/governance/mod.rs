@@ -3,9 +3,10 @@
 //!
 //! Every file is parsed with errors naming the file, line and key ([`crate::tomlfile`]). Checks
 //! that need the catalog (a rule naming a table that doesn't exist, a `counted_from` column that
-//! isn't a date) are in [`retention::RetentionFile::check`] and friends, and report the line of
+//! isn't a date) are in [`crate::lifecycle::retention::check_rules`] and friends, and report the line of
 //! the offending key too.
 
+pub mod identifiers;
 pub mod metadata;
 pub mod retention;
 pub mod subjects;

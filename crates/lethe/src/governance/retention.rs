@@ -33,9 +33,9 @@ use chrono::{Duration, NaiveDate};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::metrics::MetricsMode;
-use crate::predicate::{CmpOp, Predicate, Value};
 use crate::tomlfile::{self, TomlFile};
+use lethe_iceberg::metrics::MetricsMode;
+use lethe_iceberg::predicate::{CmpOp, Predicate, Value};
 
 /// One retention rule.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

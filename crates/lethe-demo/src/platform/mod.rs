@@ -1,0 +1,275 @@
+//! `lethe demo init`: the online learning platform every walkthrough and test uses.
+//!
+//! Builds, deterministically for a seed: the catalog (SQLite) and warehouse with eight source
+//! tables written by lethe's writer in several appends (so snapshots, manifests and old files
+//! exist as in production), the reviewed governance files, the SQL pipelines, and the four
+//! derived tables built by running those pipelines (which records their column lineage).
+//!
+//! The library outside this module knows nothing of these tables: they reach the rest of lethe
+//! only through the catalog and the files written here.
+
+pub mod data;
+pub mod files;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use arrow::datatypes::{Field, Schema as ArrowSchema};
+use iceberg::spec::FormatVersion;
+
+use lethe::config::Config;
+use lethe::error::{Error, Result};
+use lethe::workspace::Workspace;
+use lethe_iceberg::catalog::TableName;
+use lethe_iceberg::ops::rewrite::append;
+use lethe_iceberg::writer::WriteOptions;
+
+/// The CRM application's export of learners, relative to the demo folder.
+pub const EXPORT: &str = "exports/crm_learners.parquet";
+
+/// What the nightly reload did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ReloadReport {
+    /// Rows in the export.
+    pub rows_in_export: u64,
+    /// Rows of erased learners suppressed (with `--suppress`).
+    pub suppressed: u64,
+    /// Rows loaded into crm.learners.
+    pub rows_loaded: u64,
+    /// Pipelines rerun.
+    pub pipelines: Vec<String>,
+}
+
+/// The demo's nightly job: reload crm.learners from the CRM application's export (which still
+/// holds erased learners), optionally through the register's suppression, then rerun every
+/// pipeline.
+pub async fn reload(ws: &Workspace, suppress: bool) -> Result<ReloadReport> {
+    let export = ws.config.root.join(EXPORT);
+    let batches = lethe::batchio::read_batches(&export)?;
+    let rows_in_export = batches.iter().map(|b| b.num_rows() as u64).sum();
+    let (batches, suppressed) = if suppress {
+        let gov = ws.governance()?;
+        let subject = gov.subjects.get("learner")?;
+        let (_, column) = subject.root()?;
+        let key = lethe::erasure::register::RegisterKey::load(
+            lethe::erasure::register::default_key_file(ws).as_deref(),
+        )?;
+        let hashes = lethe::erasure::register::Register::in_state(&ws.config.paths.state)
+            .hashes("learner")?;
+        let (kept, stats) = lethe::erasure::register::suppress(
+            &batches,
+            &key,
+            &hashes,
+            "learner",
+            &column,
+            lethe::erasure::register::SuppressMode::Drop,
+            &[],
+        )?;
+        (kept, stats.suppressed)
+    } else {
+        (batches, 0)
+    };
+    let rows_loaded = batches.iter().map(|b| b.num_rows() as u64).sum();
+    let mut summary = BTreeMap::new();
+    summary.insert(
+        "lethe-load".to_string(),
+        "nightly reload from the CRM export".to_string(),
+    );
+    lethe_iceberg::ops::rewrite::replace_contents(
+        &ws.warehouse,
+        &TableName::parse("crm.learners")?,
+        &batches,
+        summary,
+        WriteOptions {
+            max_rows_per_file: Some(50_000),
+        },
+    )
+    .await?;
+    let mut pipelines = Vec::new();
+    for p in lethe::pipeline::Pipeline::load_all(&ws.config.paths.pipelines)? {
+        lethe::pipeline::run(ws, &p).await?;
+        pipelines.push(p.name);
+    }
+    Ok(ReloadReport {
+        rows_in_export,
+        suppressed,
+        rows_loaded,
+        pipelines,
+    })
+}
+
+/// Options of `demo init`.
+#[derive(Debug, Clone)]
+pub struct DemoOptions {
+    /// The folder to create.
+    pub dir: PathBuf,
+    /// Scale units (1 = 5,000 learners, 100,000 events).
+    pub scale: u32,
+    /// The seed.
+    pub seed: u64,
+    /// Replace an existing demo in `dir`.
+    pub force: bool,
+}
+
+/// What `demo init` built.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct DemoReport {
+    /// The folder.
+    pub dir: PathBuf,
+    /// Rows per table.
+    pub tables: BTreeMap<String, u64>,
+    /// Pipelines run.
+    pub pipelines: Vec<String>,
+}
+
+/// Builds the demo platform.
+pub async fn init(opts: &DemoOptions, progress: &dyn Fn(&str)) -> Result<DemoReport> {
+    let dir = if opts.dir.is_absolute() {
+        opts.dir.clone()
+    } else {
+        std::env::current_dir()
+            .map_err(|e| Error::io(".", e))?
+            .join(&opts.dir)
+    };
+    let config_file = dir.join(lethe::config::CONFIG_FILE);
+    if config_file.exists() {
+        if !opts.force {
+            return Err(Error::invalid(format!(
+                "{} already holds a lethe configuration: pass --force to rebuild the demo there",
+                dir.display()
+            )));
+        }
+        for sub in [
+            "warehouse",
+            "lineage",
+            "state",
+            "raw",
+            "exports",
+            "governance",
+            "pipelines",
+        ] {
+            let p = dir.join(sub);
+            if p.exists() {
+                std::fs::remove_dir_all(&p).map_err(|e| Error::io(p.display().to_string(), e))?;
+            }
+        }
+        for f in [
+            "catalog.db",
+            "catalog.db-journal",
+            lethe::config::CONFIG_FILE,
+        ] {
+            let p = dir.join(f);
+            if p.exists() {
+                std::fs::remove_file(&p).map_err(|e| Error::io(p.display().to_string(), e))?;
+            }
+        }
+    }
+    for sub in [
+        "governance",
+        "pipelines",
+        "lineage",
+        "state",
+        "warehouse",
+        "raw",
+        "exports",
+    ] {
+        let p = dir.join(sub);
+        std::fs::create_dir_all(&p).map_err(|e| Error::io(p.display().to_string(), e))?;
+    }
+    write(
+        &config_file,
+        &format!(
+            "{}{}",
+            Config::render("lethe", "sqlite:catalog.db", "warehouse", &["raw"]),
+            files::RESIDUALS
+        ),
+    )?;
+    write(&dir.join("governance/metadata.toml"), files::METADATA)?;
+    write(&dir.join("governance/retention.toml"), files::RETENTION)?;
+    write(&dir.join("governance/subjects.toml"), files::SUBJECTS)?;
+    write(&dir.join("governance/policy.toml"), files::POLICY)?;
+    for (name, text) in files::PIPELINES {
+        write(&dir.join("pipelines").join(name), text)?;
+    }
+    // The demo's keys; a deployment keeps them in a secret store and passes them as
+    // LETHE_REGISTER_KEY(_FILE) and LETHE_PSEUDONYM_KEY(_FILE).
+    lethe::keys::write_random_key(&dir.join("state/register.key"))?;
+    lethe::keys::write_random_key(&dir.join("state/pseudonym.key"))?;
+    let ws = Workspace::open(&Config::load(&config_file)?)?;
+    let mut report = DemoReport {
+        dir: dir.clone(),
+        tables: BTreeMap::new(),
+        pipelines: Vec::new(),
+    };
+    progress(&format!(
+        "generating data (scale {}, seed {})",
+        opts.scale, opts.seed
+    ));
+    for t in data::generate(opts.scale, opts.seed) {
+        let name = TableName::parse(t.table)?;
+        let first = t
+            .appends
+            .first()
+            .ok_or_else(|| Error::Internal(format!("no data for {}", t.table)))?;
+        let schema = iceberg_schema(first.schema().as_ref())?;
+        ws.warehouse
+            .create_table(&name, schema, None, None, HashMap::new(), FormatVersion::V2)
+            .await?;
+        if t.table == "crm.learners" {
+            // The CRM application's export, which the nightly reload reads.
+            lethe::batchio::write_batches(&dir.join(EXPORT), &t.appends)?;
+        }
+        let mut rows = 0u64;
+        for (i, b) in t.appends.iter().enumerate() {
+            progress(&format!(
+                "{}: append {}/{} ({} rows)",
+                t.table,
+                i + 1,
+                t.appends.len(),
+                b.num_rows()
+            ));
+            append(
+                &ws.warehouse,
+                &name,
+                std::slice::from_ref(b),
+                BTreeMap::new(),
+                WriteOptions {
+                    max_rows_per_file: Some(50_000),
+                },
+            )
+            .await?;
+            rows += b.num_rows() as u64;
+        }
+        report.tables.insert(t.table.to_string(), rows);
+    }
+    progress("consent.records: seeding from the sign-up form's answers");
+    let seeded = lethe::access::consent::seed_from_attributes(&ws, "sign-up form").await?;
+    report.tables.insert("consent.records".to_string(), seeded);
+    for p in lethe::pipeline::Pipeline::load_all(&ws.config.paths.pipelines)? {
+        progress(&format!("pipeline {} -> {}", p.name, p.target));
+        let run = lethe::pipeline::run(&ws, &p).await?;
+        report.tables.insert(p.target.to_string(), run.rows);
+        report.pipelines.push(p.name.clone());
+    }
+    Ok(report)
+}
+
+fn write(path: &Path, text: &str) -> Result<()> {
+    std::fs::write(path, text).map_err(|e| Error::io(path.display().to_string(), e))
+}
+
+/// The Iceberg schema of a demo table: `*_id` columns of the first position are required.
+fn iceberg_schema(arrow: &ArrowSchema) -> Result<iceberg::spec::Schema> {
+    let fields: Vec<Field> = arrow
+        .fields()
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let required = i == 0 && f.name().ends_with("_id");
+            f.as_ref().clone().with_nullable(!required)
+        })
+        .collect();
+    Ok(iceberg::arrow::arrow_schema_to_schema_auto_assign_ids(
+        &ArrowSchema::new(fields),
+    )?)
+}

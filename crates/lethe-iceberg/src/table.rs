@@ -1,0 +1,311 @@
+//! The warehouse: a catalog plus a file store, and the tables in them.
+//!
+//! [`Warehouse`] loads a table's current metadata through the catalog pointer, reads its
+//! snapshots' manifest lists and manifests, creates tables (metadata written as PyIceberg and
+//! Java do: `<location>/metadata/00000-<uuid>.metadata.json`, tables at
+//! `<warehouse>/<namespace>.db/<table>` as PyIceberg's SqlCatalog places them), and gives the
+//! iceberg crate's `Table` for scans.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use iceberg::TableCreation;
+use iceberg::spec::{
+    DataContentType, FormatVersion, ManifestEntry, ManifestFile, ManifestList, ManifestStatus,
+    Schema, Snapshot, SortOrder, TableMetadata, TableMetadataBuilder, UnboundPartitionSpec,
+};
+
+use crate::catalog::{Catalog, TableName};
+use crate::error::{Error, Result};
+use crate::store::FileStore;
+
+/// A table as loaded: its name, where its current metadata is, and that metadata.
+#[derive(Debug, Clone)]
+pub struct LoadedTable {
+    /// The table's name.
+    pub name: TableName,
+    /// The current metadata file's location.
+    pub metadata_location: String,
+    /// The current metadata.
+    pub metadata: Arc<TableMetadata>,
+}
+
+impl LoadedTable {
+    /// The table's location (no trailing slash).
+    pub fn location(&self) -> &str {
+        self.metadata.location().trim_end_matches('/')
+    }
+
+    /// The snapshot the main branch points at.
+    pub fn current_snapshot(&self) -> Option<&Arc<Snapshot>> {
+        self.metadata.current_snapshot()
+    }
+
+    /// The names of the current schema's top-level columns, in order.
+    pub fn column_names(&self) -> Vec<String> {
+        self.metadata
+            .current_schema()
+            .as_struct()
+            .fields()
+            .iter()
+            .map(|f| f.name.clone())
+            .collect()
+    }
+
+    /// A table property.
+    pub fn property(&self, key: &str) -> Option<&str> {
+        self.metadata.properties().get(key).map(String::as_str)
+    }
+}
+
+/// A live (or deleted) file of a snapshot with the manifest entry that tracks it.
+#[derive(Debug, Clone)]
+pub struct TrackedFile {
+    /// The manifest that holds the entry.
+    pub manifest: String,
+    /// The entry (sequence numbers inherited).
+    pub entry: ManifestEntry,
+}
+
+impl TrackedFile {
+    /// Whether this is a data file (not a delete file).
+    pub fn is_data(&self) -> bool {
+        self.entry.data_file.content_type() == DataContentType::Data
+    }
+}
+
+/// A catalog and the store its tables' files live in.
+#[derive(Debug, Clone)]
+pub struct Warehouse {
+    /// The catalog.
+    pub catalog: Arc<dyn Catalog>,
+    /// The file store.
+    pub store: Arc<dyn FileStore>,
+    /// The warehouse root location (`file:///.../warehouse`), where new tables go.
+    pub root: String,
+}
+
+impl Warehouse {
+    /// A warehouse.
+    pub fn new(catalog: Arc<dyn Catalog>, store: Arc<dyn FileStore>, root: String) -> Self {
+        Warehouse {
+            catalog,
+            store,
+            root: root.trim_end_matches('/').to_string(),
+        }
+    }
+
+    /// Every table in the catalog.
+    pub async fn tables(&self) -> Result<Vec<TableName>> {
+        self.catalog.list_tables().await
+    }
+
+    /// Loads a table's current metadata.
+    pub async fn load(&self, name: &TableName) -> Result<LoadedTable> {
+        let location = self
+            .catalog
+            .current_location(name)
+            .await?
+            .ok_or_else(|| Error::NoSuchTable(name.to_string()))?;
+        self.load_at(name, &location)
+    }
+
+    /// Reads the metadata file at `location` for table `name`.
+    pub fn load_at(&self, name: &TableName, location: &str) -> Result<LoadedTable> {
+        let bytes = self.store.read(location)?;
+        let metadata = parse_metadata(location, &bytes).map_err(|e| match e {
+            Error::Invalid(m) => Error::Invalid(format!("{name}: {m}")),
+            other => other,
+        })?;
+        Ok(LoadedTable {
+            name: name.clone(),
+            metadata_location: location.to_string(),
+            metadata: Arc::new(metadata),
+        })
+    }
+
+    /// Loads a table by its dotted name.
+    pub async fn load_str(&self, name: &str) -> Result<LoadedTable> {
+        self.load(&TableName::parse(name)?).await
+    }
+
+    /// The default location for a new table: `<root>/<namespace>.db/<table>`.
+    pub fn default_location(&self, name: &TableName) -> String {
+        format!("{}/{}.db/{}", self.root, name.namespace_str(), name.name)
+    }
+
+    /// Creates a table (v2 unless `format_version` says otherwise).
+    pub async fn create_table(
+        &self,
+        name: &TableName,
+        schema: Schema,
+        partition: Option<UnboundPartitionSpec>,
+        sort_order: Option<SortOrder>,
+        properties: HashMap<String, String>,
+        format_version: FormatVersion,
+    ) -> Result<LoadedTable> {
+        if self.catalog.current_location(name).await?.is_some() {
+            return Err(Error::invalid(format!("table `{name}` already exists")));
+        }
+        let location = self.default_location(name);
+        let creation = TableCreation::builder()
+            .name(name.name.clone())
+            .location(location.clone())
+            .schema(schema)
+            .partition_spec_opt(partition)
+            .sort_order_opt(sort_order)
+            .properties(properties)
+            .format_version(format_version)
+            .build();
+        let built = TableMetadataBuilder::from_table_creation(creation)?.build()?;
+        let metadata_location = new_metadata_location(&location, 0);
+        let bytes = serialize_metadata(&built.metadata)?;
+        self.store.write_new(&metadata_location, &bytes)?;
+        self.catalog.create_namespace(&name.namespace_str()).await?;
+        if let Err(e) = self.catalog.register_table(name, &metadata_location).await {
+            let _ = self.store.delete(&metadata_location);
+            return Err(e);
+        }
+        Ok(LoadedTable {
+            name: name.clone(),
+            metadata_location,
+            metadata: Arc::new(built.metadata),
+        })
+    }
+
+    /// The manifest list of a snapshot.
+    pub fn manifest_list(&self, table: &LoadedTable, snapshot: &Snapshot) -> Result<ManifestList> {
+        let bytes = self.store.read(snapshot.manifest_list())?;
+        Ok(ManifestList::parse_with_version(
+            &bytes,
+            table.metadata.format_version(),
+        )?)
+    }
+
+    /// Every entry of a manifest, with sequence numbers inherited from the manifest list.
+    pub async fn manifest_entries(&self, manifest: &ManifestFile) -> Result<Vec<ManifestEntry>> {
+        let m = manifest.load_manifest(self.store.file_io()).await?;
+        let (entries, _) = m.into_parts();
+        Ok(entries
+            .into_iter()
+            .map(|e| Arc::try_unwrap(e).unwrap_or_else(|a| (*a).clone()))
+            .collect())
+    }
+
+    /// The live files (data and delete) of a snapshot.
+    pub async fn live_files(
+        &self,
+        table: &LoadedTable,
+        snapshot: &Snapshot,
+    ) -> Result<Vec<TrackedFile>> {
+        let mut out = Vec::new();
+        for mf in self.manifest_list(table, snapshot)?.entries() {
+            for entry in self.manifest_entries(mf).await? {
+                if entry.status != ManifestStatus::Deleted {
+                    out.push(TrackedFile {
+                        manifest: mf.manifest_path.clone(),
+                        entry,
+                    });
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The live files of the current snapshot (none for an empty table).
+    pub async fn current_files(&self, table: &LoadedTable) -> Result<Vec<TrackedFile>> {
+        match table.current_snapshot() {
+            Some(s) => self.live_files(table, s).await,
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// The iceberg crate's table, for scans.
+    pub fn iceberg_table(&self, table: &LoadedTable) -> Result<iceberg::table::Table> {
+        Ok(iceberg::table::Table::builder()
+            .metadata(table.metadata.clone())
+            .metadata_location(table.metadata_location.clone())
+            .identifier(table.name.ident()?)
+            .file_io(self.store.file_io().clone())
+            .runtime(iceberg::Runtime::try_current()?)
+            .readonly(true)
+            .build()?)
+    }
+}
+
+/// Parses a table metadata file's bytes (plain JSON, or gzip as `*.gz.metadata.json`).
+pub fn parse_metadata(location: &str, bytes: &[u8]) -> Result<TableMetadata> {
+    let parsed = if bytes.len() > 2 && bytes[0] == 0x1F && bytes[1] == 0x8B {
+        use std::io::Read;
+        let mut out = Vec::new();
+        flate2::read::GzDecoder::new(bytes)
+            .read_to_end(&mut out)
+            .map_err(|e| Error::io(location, e))?;
+        serde_json::from_slice(&out)
+    } else {
+        serde_json::from_slice(bytes)
+    };
+    parsed.map_err(|e| {
+        Error::invalid(format!(
+            "metadata file {location} is not valid Iceberg metadata: {e}"
+        ))
+    })
+}
+
+/// `<location>/metadata/<version:05>-<uuid>.metadata.json`, as Java and PyIceberg name them.
+pub fn new_metadata_location(table_location: &str, version: u64) -> String {
+    format!(
+        "{}/metadata/{version:05}-{}.metadata.json",
+        table_location.trim_end_matches('/'),
+        uuid::Uuid::new_v4()
+    )
+}
+
+/// The version number in a metadata file name (`00003-...` is 3), or None.
+pub fn metadata_version(location: &str) -> Option<u64> {
+    let file = location.rsplit('/').next()?;
+    let (num, _) = file.split_once('-')?;
+    num.parse().ok()
+}
+
+/// Serialises metadata as JSON (gzip when `write.metadata.compression-codec` is gzip).
+pub fn serialize_metadata(metadata: &TableMetadata) -> Result<Vec<u8>> {
+    let json = serde_json::to_vec(metadata)?;
+    match metadata
+        .properties()
+        .get("write.metadata.compression-codec")
+        .map(|s| s.to_ascii_lowercase())
+        .as_deref()
+    {
+        None | Some("none") => Ok(json),
+        Some("gzip") => {
+            use std::io::Write;
+            let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            enc.write_all(&json).map_err(|e| Error::io("metadata", e))?;
+            enc.finish().map_err(|e| Error::io("metadata", e))
+        }
+        Some(other) => Err(Error::invalid(format!(
+            "write.metadata.compression-codec `{other}` is not supported (none, gzip)"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metadata_versions() {
+        assert_eq!(
+            metadata_version("file:///w/t/metadata/00003-abc.metadata.json"),
+            Some(3)
+        );
+        assert_eq!(
+            metadata_version("file:///w/t/metadata/v3.metadata.json"),
+            None
+        );
+        let l = new_metadata_location("file:///w/t/", 12);
+        assert!(l.starts_with("file:///w/t/metadata/00012-"), "{l}");
+        assert!(l.ends_with(".metadata.json"));
+    }
+}

@@ -1,0 +1,565 @@
+//! ATTEST: evidence of an erasure as data, in the shape of a DSR manifest.
+//!
+//! Built from the erasure's journal, its case files (their hashes, never their content), a
+//! fresh check of every planned table's current snapshot, and a proof scan. It names the
+//! request, the subject by its register hash only, what was done per table (action, rows,
+//! snapshot ids), the cleanup, the scan's counts, mentions for review, and what remains —
+//! files still holding traces, unreferenced files younger than the sweep's minimum age, and
+//! places outside the warehouse declared in lethe.toml (backups...). It holds no value of the
+//! person. Logical erasure is COMPLETE when every step ran and no planned table's current
+//! snapshot holds the subject's rows; physical purge is COMPLETE when, in addition, no file
+//! holds a trace and every file could be read.
+
+use std::collections::BTreeMap;
+
+use chrono::Utc;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::config::ResidualConfig;
+use crate::erasure::case::{CaseFile, case_path, read_case, write_case};
+use crate::erasure::erase::{Journal, find_request};
+use crate::erasure::mentions::{TableMentions, mentions};
+use crate::erasure::plan::{Action, Coverage};
+use crate::erasure::prove::{ProveReport, prove};
+use crate::error::{Error, Result};
+use crate::workspace::Workspace;
+use lethe_iceberg::catalog::TableName;
+use lethe_iceberg::ops::rewrite::select_rows;
+use lethe_iceberg::predicate::Predicate;
+
+/// What one table's erasure did and what remains in it.
+#[derive(Debug, Clone, Serialize)]
+pub struct TableEvidence {
+    /// The table.
+    pub table: String,
+    /// The action.
+    pub action: Action,
+    /// Rows deleted or rewritten (for this request).
+    pub rows_affected: u64,
+    /// Snapshots the erasure committed.
+    pub commits: Vec<i64>,
+    /// When the current snapshot was checked.
+    pub verified_at: String,
+    /// What remains: rows of the subject in the current snapshot (0 for DELETE), files holding
+    /// traces in the table's location.
+    pub residual: TableResidual,
+}
+
+/// What remains in one table.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct TableResidual {
+    /// Rows of the subject still selected by the step's column in the current snapshot
+    /// (expected for REWRITE, which keeps rows).
+    pub rows: u64,
+    /// REWRITE: erased-column values still present in those rows.
+    pub values_not_erased: u64,
+    /// Files under the table's location holding the subject's traces.
+    pub files_holding: u64,
+}
+
+/// A place that still holds (or may hold) the subject.
+#[derive(Debug, Clone, Serialize)]
+pub struct Residual {
+    /// What it is.
+    pub place: String,
+    /// Why it is kept / what it is.
+    pub basis: String,
+    /// When it ends.
+    pub expires: String,
+    /// What stops it bringing the subject back.
+    pub control: String,
+}
+
+/// The verdicts.
+#[derive(Debug, Clone, Serialize)]
+pub struct Verdict {
+    /// COMPLETE or INCOMPLETE: the subject's rows are gone from every planned table.
+    pub logical: String,
+    /// COMPLETE or PENDING: no file holds a trace.
+    pub physical: String,
+    /// What remains, in words.
+    pub remaining: Vec<String>,
+}
+
+/// The attestation.
+#[derive(Debug, Clone, Serialize)]
+pub struct Attestation {
+    /// The request.
+    pub request: String,
+    /// The erasure batch it ran in.
+    pub batch: String,
+    /// The subject: its kind and register hash (HMAC-SHA256), never the ID.
+    pub subject: BTreeMap<String, String>,
+    /// When the erasure started.
+    pub received_at: String,
+    /// When the erasure finished.
+    pub erased_at: Option<String>,
+    /// When this was certified.
+    pub certified_at: String,
+    /// The plan's coverage.
+    pub coverage: Coverage,
+    /// Per table.
+    pub tables: Vec<TableEvidence>,
+    /// Cleanup totals.
+    pub cleanup: BTreeMap<String, u64>,
+    /// Scan totals.
+    pub scan: BTreeMap<String, u64>,
+    /// Files that hold the subject's traces or couldn't be read (paths, places, kinds).
+    pub holding: Vec<String>,
+    /// Rows elsewhere whose text mentions the subject, for review.
+    pub mentions: BTreeMap<String, TableMentions>,
+    /// Places outside the warehouse that may hold the subject.
+    pub residuals: Vec<Residual>,
+    /// The case file: its SHA-256 as written, and whether its values are still held.
+    pub case_file: BTreeMap<String, String>,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// The lineage drawing of the plan (DOT), for the HTML page.
+    #[serde(skip)]
+    pub dot: String,
+}
+
+impl Attestation {
+    /// Exit 0 only when both verdicts are COMPLETE.
+    pub fn is_complete(&self) -> bool {
+        self.verdict.logical == "COMPLETE" && self.verdict.physical == "COMPLETE"
+    }
+}
+
+/// Builds the attestation of `request`: checks the tables, runs the proof scan, and (when
+/// COMPLETE and `destroy` is set) destroys the case file's values.
+pub async fn attest(
+    ws: &Workspace,
+    request: &str,
+    destroy: bool,
+    progress: &(dyn Fn(&str) + Sync),
+) -> Result<(Attestation, ProveReport)> {
+    let journal: Journal = find_request(ws, request)?
+        .ok_or_else(|| Error::invalid(format!("no erasure with request {request}")))?;
+    let case = read_case(ws, request)?;
+    let spec = journal
+        .requests
+        .iter()
+        .find(|r| r.request == request)
+        .ok_or_else(|| Error::Internal("request not in its journal".into()))?;
+    let case_hash = {
+        let bytes = std::fs::read(case_path(ws, request))
+            .map_err(|e| Error::io(case_path(ws, request).display().to_string(), e))?;
+        hex::encode(Sha256::digest(&bytes))
+    };
+    let plan = journal
+        .plan
+        .clone()
+        .ok_or_else(|| Error::Internal("journal without a plan".into()))?;
+    let now = Utc::now().to_rfc3339();
+    let mut remaining = Vec::new();
+    let mut logical_ok = journal.finished_at.is_some();
+    if journal.finished_at.is_none() {
+        remaining.push(format!(
+            "the erasure {} has not finished: run `lethe erase --resume {request}`",
+            journal.batch
+        ));
+    }
+    if plan.coverage.unresolved > 0 {
+        logical_ok = false;
+        for s in plan.steps.iter().filter(|s| s.action == Action::Unresolved) {
+            remaining.push(format!(
+                "{}: UNRESOLVED ({})",
+                s.table,
+                s.reason.clone().unwrap_or_default()
+            ));
+        }
+    }
+    // The scan first: its per-table counts feed the table evidence.
+    progress("proof scan");
+    let report = if case.destroyed {
+        return Err(Error::invalid(format!(
+            "the case file of {request} was destroyed after its attestation; the attestation stands as issued"
+        )));
+    } else {
+        prove(ws, std::slice::from_ref(&case), progress).await?
+    };
+    let mut tables = Vec::new();
+    for (i, s) in journal.steps.iter().enumerate() {
+        if !matches!(
+            s.action,
+            Action::Delete | Action::Rewrite | Action::Recompute
+        ) {
+            continue;
+        }
+        let mut residual = TableResidual {
+            files_holding: report.tables.get(&s.table).map_or(0, |c| c.files_holding),
+            ..Default::default()
+        };
+        let own: Vec<lethe_iceberg::predicate::Value> = match &s.column {
+            Some(col) => case
+                .ids
+                .get(col)
+                .map(|vals| {
+                    vals.iter()
+                        .map(|v| {
+                            v.parse::<i64>()
+                                .map(lethe_iceberg::predicate::Value::Int)
+                                .unwrap_or_else(|_| lethe_iceberg::predicate::Value::Str(v.clone()))
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+            None => Vec::new(),
+        };
+        if let (Some(col), false) = (&s.column, own.is_empty()) {
+            let t = ws.warehouse.load(&TableName::parse(&s.table)?).await?;
+            let rows = select_rows(&ws.warehouse, &t, &Predicate::is_in(col.clone(), own)).await?;
+            residual.rows = rows.iter().map(|b| b.num_rows() as u64).sum();
+            for c in &s.erase_columns {
+                for b in &rows {
+                    if let Some(a) = b.column_by_name(c) {
+                        residual.values_not_erased +=
+                            (a.len() - arrow::array::Array::null_count(a)) as u64;
+                    }
+                }
+            }
+        }
+        if s.action == Action::Delete && residual.rows > 0 {
+            logical_ok = false;
+            remaining.push(format!(
+                "{}: {} row(s) of the subject in the current snapshot",
+                s.table, residual.rows
+            ));
+        }
+        if residual.values_not_erased > 0 {
+            logical_ok = false;
+            remaining.push(format!(
+                "{}: {} erased-column value(s) still present",
+                s.table, residual.values_not_erased
+            ));
+        }
+        if !s.done {
+            logical_ok = false;
+        }
+        let _ = i;
+        tables.push(TableEvidence {
+            table: s.table.clone(),
+            action: s.action,
+            rows_affected: case.rows.get(&s.table).copied().unwrap_or(0),
+            commits: s.snapshot_id.into_iter().collect(),
+            verified_at: now.clone(),
+            residual,
+        });
+    }
+    let mut cleanup = BTreeMap::new();
+    let mut too_young = 0u64;
+    for c in journal.cleanup.values() {
+        *cleanup.entry("snapshots_expired".to_string()).or_default() += c.snapshots_expired as u64;
+        *cleanup
+            .entry("manifests_rewritten".to_string())
+            .or_default() += c.manifests_rewritten as u64;
+        *cleanup.entry("files_removed".to_string()).or_default() += c.files_removed as u64;
+        too_young += c.files_too_young as u64;
+    }
+    cleanup.insert("unreferenced_files_left_too_young".into(), too_young);
+    let mut holding: Vec<String> = report
+        .hits
+        .iter()
+        .map(|h| format!("{} [{}] {} {}", h.file, h.place, h.trace, h.detail))
+        .collect();
+    holding.dedup();
+    for (f, why) in &report.unreadable {
+        holding.push(format!("{f} [unreadable] {why}"));
+    }
+    let mut physical_ok = report.is_clean() && too_young == 0;
+    if !report.is_clean() {
+        let mut files: Vec<&str> = report.hits.iter().map(|h| h.file.as_str()).collect();
+        files.sort();
+        files.dedup();
+        for f in files {
+            remaining.push(format!("{f} holds the subject's traces"));
+        }
+        for (f, _) in &report.unreadable {
+            remaining.push(format!("{f} can't be read, so it can't be proven clean"));
+        }
+    }
+    if too_young > 0 {
+        remaining.push(format!(
+            "{too_young} unreferenced file(s) younger than the sweep's minimum age ({}s): `lethe sweep` removes them once they are old enough",
+            journal.min_age_seconds
+        ));
+    }
+    progress("mentions");
+    let mentions = mentions(ws, std::slice::from_ref(&case), report.prefix_len).await?;
+    let mut residuals: Vec<Residual> = ws
+        .config
+        .residuals
+        .iter()
+        .map(|r: &ResidualConfig| Residual {
+            place: r.name.clone(),
+            basis: r.basis.clone(),
+            expires: r.expires.clone(),
+            control: r.control.clone(),
+        })
+        .collect();
+    let values_held = !(destroy && logical_ok && physical_ok);
+    residuals.push(Residual {
+        place: format!("case file {}", case_path(ws, request).display()),
+        basis: "the erasure's own record of the subject's traces, needed to prove the erasure"
+            .into(),
+        expires: if values_held {
+            "when an attestation is COMPLETE".into()
+        } else {
+            "values destroyed now".into()
+        },
+        control: "mode 0600; only hashes and counts are kept once the attestation is COMPLETE"
+            .into(),
+    });
+    if !logical_ok {
+        physical_ok = false;
+    }
+    let mut scan = BTreeMap::new();
+    scan.insert("files_read".into(), report.files_read);
+    scan.insert("bytes_read".into(), report.bytes_read);
+    scan.insert("files_holding".into(), report.files_holding);
+    scan.insert("unreadable".into(), report.unreadable.len() as u64);
+    scan.insert("prefix_length".into(), report.prefix_len as u64);
+    let mut case_file = BTreeMap::new();
+    case_file.insert(
+        "sha256_at_erasure".into(),
+        journal
+            .case_hashes
+            .get(request)
+            .cloned()
+            .unwrap_or_default(),
+    );
+    case_file.insert("sha256_now".into(), case_hash);
+    let mut attestation = Attestation {
+        request: request.to_string(),
+        batch: journal.batch.clone(),
+        subject: [
+            ("kind".to_string(), spec.subject.clone()),
+            ("register_hash".to_string(), case.hash.clone()),
+        ]
+        .into(),
+        received_at: journal.started_at.clone(),
+        erased_at: journal.finished_at.clone(),
+        certified_at: now,
+        coverage: plan.coverage.clone(),
+        tables,
+        cleanup,
+        scan,
+        holding,
+        mentions,
+        residuals,
+        case_file,
+        verdict: Verdict {
+            logical: if logical_ok {
+                "COMPLETE".into()
+            } else {
+                "INCOMPLETE".into()
+            },
+            physical: if physical_ok {
+                "COMPLETE".into()
+            } else {
+                "PENDING".into()
+            },
+            remaining,
+        },
+        dot: plan_dot(&plan),
+    };
+    // The case file is personal data too: once COMPLETE, keep only hashes and counts.
+    if destroy && attestation.is_complete() {
+        let kept = CaseFile {
+            request: case.request.clone(),
+            subject: case.subject.clone(),
+            hash: case.hash.clone(),
+            ids: BTreeMap::new(),
+            values: Vec::new(),
+            exempt_tables: case.exempt_tables.clone(),
+            rows: case.rows.clone(),
+            destroyed: true,
+        };
+        let h = write_case(ws, &kept)?;
+        attestation
+            .case_file
+            .insert("sha256_after_destruction".into(), h);
+        attestation.case_file.insert(
+            "values_held".into(),
+            "no: destroyed after this COMPLETE attestation".into(),
+        );
+    } else {
+        attestation.case_file.insert(
+            "values_held".into(),
+            format!(
+                "yes, in {} (mode 0600), until an attestation is COMPLETE",
+                case_path(ws, request).display()
+            ),
+        );
+    }
+    let evidence_dir = ws.config.paths.state.join("attestations");
+    std::fs::create_dir_all(&evidence_dir)
+        .map_err(|e| Error::io(evidence_dir.display().to_string(), e))?;
+    let f = evidence_dir.join(format!("{request}.json"));
+    std::fs::write(&f, serde_json::to_vec_pretty(&attestation)?)
+        .map_err(|e| Error::io(f.display().to_string(), e))?;
+    Ok((attestation, report))
+}
+
+/// A DOT drawing of the plan's tables (nodes by action) for people.
+fn plan_dot(plan: &crate::erasure::plan::Plan) -> String {
+    let mut s = String::from("digraph plan {\n");
+    for st in &plan.steps {
+        s.push_str(&format!(
+            "  \"{}\" [label=\"{}\\n{}\"];\n",
+            st.table, st.table, st.action
+        ));
+    }
+    s.push_str("}\n");
+    s
+}
+
+/// Renders the attestation as one self-contained HTML page, with an SVG drawing of the plan's
+/// tables (sources left, derived right) coloured by action.
+pub fn html(a: &Attestation, plan: &crate::erasure::plan::Plan) -> String {
+    fn esc(s: &str) -> String {
+        s.replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+            .replace('"', "&quot;")
+    }
+    let color = |act: Action| match act {
+        Action::Delete => "#d9534f",
+        Action::Rewrite => "#f0ad4e",
+        Action::Recompute => "#5bc0de",
+        Action::NoAction => "#aaaaaa",
+        Action::Unresolved => "#000000",
+    };
+    // Layout: depth = position of the first step whose `via` names this table's source.
+    let mut depth: BTreeMap<String, usize> = BTreeMap::new();
+    for st in &plan.steps {
+        let d = plan
+            .steps
+            .iter()
+            .filter(|o| o.table != st.table && st.via.starts_with(&format!("{}.", o.table)))
+            .map(|o| depth.get(&o.table).copied().unwrap_or(0) + 1)
+            .max()
+            .unwrap_or(0);
+        depth.insert(st.table.clone(), d);
+    }
+    let mut rows_at: BTreeMap<usize, usize> = BTreeMap::new();
+    let mut pos: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    for st in &plan.steps {
+        let d = depth[&st.table];
+        let r = rows_at.entry(d).or_default();
+        pos.insert(st.table.clone(), (40 + d * 320, 30 + *r * 60));
+        *r += 1;
+    }
+    let height = 60 + rows_at.values().max().copied().unwrap_or(1) * 60;
+    let width = 80 + (rows_at.keys().max().copied().unwrap_or(0) + 1) * 320;
+    let mut svg = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" font-family=\"sans-serif\" font-size=\"12\">"
+    );
+    svg.push_str("<defs><marker id=\"a\" markerWidth=\"8\" markerHeight=\"8\" refX=\"8\" refY=\"4\" orient=\"auto\"><path d=\"M0,0 L8,4 L0,8 z\" fill=\"#555\"/></marker></defs>");
+    for st in &plan.steps {
+        for o in &plan.steps {
+            if o.table != st.table && st.via.starts_with(&format!("{}.", o.table)) {
+                let (x1, y1) = pos[&o.table];
+                let (x2, y2) = pos[&st.table];
+                svg.push_str(&format!("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#555\" marker-end=\"url(#a)\"/>", x1 + 230, y1 + 18, x2, y2 + 18));
+            }
+        }
+    }
+    for st in &plan.steps {
+        let (x, y) = pos[&st.table];
+        svg.push_str(&format!(
+            "<rect x=\"{x}\" y=\"{y}\" width=\"230\" height=\"36\" rx=\"6\" fill=\"white\" stroke=\"{}\" stroke-width=\"3\"/><text x=\"{}\" y=\"{}\">{}</text><text x=\"{}\" y=\"{}\" fill=\"{}\">{}</text>",
+            color(st.action),
+            x + 8,
+            y + 15,
+            esc(&st.table),
+            x + 8,
+            y + 30,
+            color(st.action),
+            st.action
+        ));
+    }
+    svg.push_str("</svg>");
+    let mut rows = String::new();
+    for t in &a.tables {
+        rows.push_str(&format!(
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} row(s), {} value(s) not erased, {} file(s)</td></tr>",
+            esc(&t.table),
+            t.action,
+            t.rows_affected,
+            t.commits.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(", "),
+            t.residual.rows,
+            t.residual.values_not_erased,
+            t.residual.files_holding
+        ));
+    }
+    let list = |v: &[String]| -> String {
+        if v.is_empty() {
+            "<p>None.</p>".into()
+        } else {
+            format!(
+                "<ul>{}</ul>",
+                v.iter()
+                    .map(|x| format!("<li>{}</li>", esc(x)))
+                    .collect::<String>()
+            )
+        }
+    };
+    let residuals: Vec<String> = a
+        .residuals
+        .iter()
+        .map(|r| {
+            format!(
+                "{}: {} (ends: {}; control: {})",
+                r.place, r.basis, r.expires, r.control
+            )
+        })
+        .collect();
+    let kv = |m: &BTreeMap<String, u64>| {
+        m.iter()
+            .map(|(k, v)| format!("<tr><td>{}</td><td>{v}</td></tr>", esc(k)))
+            .collect::<String>()
+    };
+    format!(
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>Erasure attestation {req}</title>\
+<style>body{{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left}}.v{{font-size:1.4em;font-weight:bold}}</style></head><body>\
+<h1>Erasure attestation</h1><p>Request <b>{req}</b> (batch {batch}) for a <b>{kind}</b>, register hash <code>{hash}</code>. Received {rec}; erased {era}; certified {cert}.</p>\
+<p class=\"v\">Logical erasure: {log} &middot; Physical purge: {phys}</p><h2>What remains</h2>{rem}\
+<h2>Plan</h2><p>Coverage: {disc} tables discovered, {res} resolved automatically, {ex} exempt, {unres} unresolved ({pct:.1}%).</p>{svg}\
+<h2>Per table</h2><table><tr><th>table</th><th>action</th><th>rows affected</th><th>commits</th><th>residual</th></tr>{rows}</table>\
+<h2>Cleanup</h2><table>{cleanup}</table><h2>Proof scan</h2><table>{scan}</table><h2>Files holding traces</h2>{holding}\
+<h2>Mentions for review</h2><p>{mentions} row(s) elsewhere mention the subject.</p><h2>Outside the warehouse</h2>{residuals}\
+<h2>Case file</h2><table>{case}</table><p>This page holds no value of the person: IDs of requests, tables, snapshots and files, and counts.</p></body></html>",
+        req = esc(&a.request),
+        batch = esc(&a.batch),
+        kind = esc(a.subject.get("kind").map(String::as_str).unwrap_or("")),
+        hash = esc(a
+            .subject
+            .get("register_hash")
+            .map(String::as_str)
+            .unwrap_or("")),
+        rec = esc(&a.received_at),
+        era = esc(a.erased_at.as_deref().unwrap_or("not finished")),
+        cert = esc(&a.certified_at),
+        log = a.verdict.logical,
+        phys = a.verdict.physical,
+        rem = list(&a.verdict.remaining),
+        disc = a.coverage.discovered,
+        res = a.coverage.resolved,
+        ex = a.coverage.exempt,
+        unres = a.coverage.unresolved,
+        pct = a.coverage.percent,
+        cleanup = kv(&a.cleanup),
+        scan = kv(&a.scan),
+        holding = list(&a.holding),
+        mentions = a.mentions.values().map(|m| m.rows).sum::<u64>(),
+        residuals = list(&residuals),
+        case = a
+            .case_file
+            .iter()
+            .map(|(k, v)| format!("<tr><td>{}</td><td>{}</td></tr>", esc(k), esc(v)))
+            .collect::<String>(),
+    )
+}

@@ -1,0 +1,107 @@
+//! Durable step 4 of an erasure: the cleanup of every table the erasure changed.
+//!
+//! Per table, five phases, each recorded in the journal when done: expire every snapshot
+//! older than the erasure's commits, rewrite manifests holding DELETED entries, expire the
+//! intermediate snapshot that rewrite leaves, empty the metadata log, and sweep unreferenced
+//! files older than the minimum age.
+
+use std::collections::BTreeMap;
+
+use chrono::{Duration, Utc};
+use lethe_iceberg::catalog::TableName;
+use lethe_iceberg::commit::{TrimMetadataLog, commit};
+use lethe_iceberg::ops::expire::{Cutoff, ExpireOptions, expire};
+use lethe_iceberg::ops::manifests::rewrite_manifests;
+use lethe_iceberg::ops::sweep::sweep;
+
+use super::durable_step;
+use super::journal::{Journal, TableCleanup, save_journal};
+use crate::erasure::plan::Action;
+use crate::error::Result;
+use crate::workspace::Workspace;
+
+/// The cleanup phases, in order.
+const PHASES: [&str; 5] = ["expire", "manifests", "expire-again", "trim-log", "sweep"];
+
+/// Cleans up every table a DELETE, REWRITE or RECOMPUTE step changed, resuming at the first
+/// phase the journal doesn't record as done.
+pub(super) async fn clean_up(
+    ws: &Workspace,
+    journal: &mut Journal,
+    tag: &str,
+    progress: &dyn Fn(&str),
+) -> Result<()> {
+    let min_age = Duration::seconds(journal.min_age_seconds);
+    let tables: Vec<String> = journal
+        .steps
+        .iter()
+        .filter(|s| {
+            matches!(
+                s.action,
+                Action::Delete | Action::Rewrite | Action::Recompute
+            )
+        })
+        .map(|s| s.table.clone())
+        .collect();
+    for table in tables {
+        let name = TableName::parse(&table)?;
+        let mut c = journal.cleanup.get(&table).cloned().unwrap_or_default();
+        for phase in PHASES {
+            if c.phases.contains(phase) {
+                continue;
+            }
+            progress(&format!("cleanup {table}: {phase}"));
+            run_phase(ws, &name, phase, tag, min_age, &mut c).await?;
+            c.phases.insert(phase.to_string());
+            journal.cleanup.insert(table.clone(), c.clone());
+            save_journal(ws, journal)?;
+            durable_step(&format!("cleanup {table} {phase}"));
+        }
+    }
+    Ok(())
+}
+
+/// One cleanup phase on one table, its counts added to `c`.
+async fn run_phase(
+    ws: &Workspace,
+    name: &TableName,
+    phase: &str,
+    tag: &str,
+    min_age: Duration,
+    c: &mut TableCleanup,
+) -> Result<()> {
+    match phase {
+        "expire" | "expire-again" => {
+            let r = expire(
+                &ws.warehouse,
+                name,
+                ExpireOptions {
+                    cutoff: Cutoff::OlderThan(Utc::now() + Duration::seconds(1)),
+                    dry_run: false,
+                    keep_files: false,
+                },
+                ws.clock.as_ref(),
+            )
+            .await?;
+            c.snapshots_expired += r.expired.len();
+            c.files_removed += r.files_deleted;
+        }
+        "manifests" => {
+            let summary: BTreeMap<String, String> =
+                [("erasure-request".to_string(), tag.to_string())].into();
+            let r = rewrite_manifests(&ws.warehouse, name, summary, false).await?;
+            if r.snapshot_id.is_some() {
+                c.manifests_rewritten += 1;
+            }
+        }
+        "trim-log" => {
+            commit(&ws.warehouse, name, &mut TrimMetadataLog).await?;
+        }
+        _ => {
+            let r = sweep(&ws.warehouse, name, min_age, false, ws.clock.as_ref()).await?;
+            c.files_removed += r.removed;
+            c.files_too_young = r.too_young;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,155 @@
+//! The erasure's journal (`state/erasures/<batch>.json`, readable only by its owner): the plan
+//! as made, the resolved values that select the subjects' rows, and every durable step done,
+//! so that a rerun after a failure resumes where the erasure stopped.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+use lethe_iceberg::predicate::Value;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::erasure::case::{RequestSpec, write_atomic};
+use crate::erasure::plan::{Action, Plan};
+use crate::error::{Error, Result};
+use crate::workspace::Workspace;
+
+/// A step as the journal records it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct JournalStep {
+    /// The table.
+    pub table: String,
+    /// The action.
+    pub action: Action,
+    /// The selecting column.
+    pub column: Option<String>,
+    /// The values that select the rows (resolved before the first delete).
+    pub values: Vec<Value>,
+    /// REWRITE: columns nulled.
+    pub erase_columns: Vec<String>,
+    /// RECOMPUTE: the pipeline.
+    pub pipeline: Option<String>,
+    /// Done?
+    pub done: bool,
+    /// The snapshot committed, if any.
+    pub snapshot_id: Option<i64>,
+    /// Rows deleted or rewritten.
+    pub rows: u64,
+}
+
+/// Cleanup counts for one table.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct TableCleanup {
+    /// Phases done: expire, manifests, expire-again, trim-log, sweep.
+    pub phases: BTreeSet<String>,
+    /// Snapshots expired.
+    pub snapshots_expired: usize,
+    /// Manifest-rewrite snapshots committed.
+    pub manifests_rewritten: usize,
+    /// Files removed (expiry and sweep).
+    pub files_removed: usize,
+    /// Unreferenced files left because they are younger than the minimum age.
+    pub files_too_young: usize,
+}
+
+/// The erasure's journal (`state/erasures/<batch>.json`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Journal {
+    /// The batch id (the request ID for a single request).
+    pub batch: String,
+    /// The requests.
+    pub requests: Vec<RequestSpec>,
+    /// When it started.
+    pub started_at: String,
+    /// The plan as made.
+    pub plan: Option<Plan>,
+    /// SHA-256 of each request's case file as written.
+    pub case_hashes: BTreeMap<String, String>,
+    /// Register entries written.
+    pub registered: bool,
+    /// Steps.
+    pub steps: Vec<JournalStep>,
+    /// Cleanup per table.
+    pub cleanup: BTreeMap<String, TableCleanup>,
+    /// The sweep's minimum age used, in seconds.
+    pub min_age_seconds: i64,
+    /// When it finished.
+    pub finished_at: Option<String>,
+}
+
+impl Plan {
+    /// Deserialisation support: the DOT is not kept in journals.
+    pub(super) fn for_journal(&self) -> Plan {
+        let mut p = self.clone();
+        p.dot.clear();
+        p
+    }
+}
+
+fn erasures_dir(ws: &Workspace) -> PathBuf {
+    ws.config.paths.state.join("erasures")
+}
+
+/// The journal path of a batch.
+pub fn journal_path(ws: &Workspace, batch: &str) -> PathBuf {
+    erasures_dir(ws).join(format!("{batch}.json"))
+}
+
+/// Loads a journal, if there is one.
+pub fn load_journal(ws: &Workspace, batch: &str) -> Result<Option<Journal>> {
+    let p = journal_path(ws, batch);
+    if !p.exists() {
+        return Ok(None);
+    }
+    let text = std::fs::read_to_string(&p).map_err(|e| Error::io(p.display().to_string(), e))?;
+    Ok(Some(serde_json::from_str(&text).map_err(|e| {
+        Error::invalid(format!("{}: the journal is damaged: {e}", p.display()))
+    })?))
+}
+
+/// Finds the journal of the batch a request belongs to.
+pub fn find_request(ws: &Workspace, request: &str) -> Result<Option<Journal>> {
+    if let Some(j) = load_journal(ws, request)? {
+        return Ok(Some(j));
+    }
+    let dir = erasures_dir(ws);
+    if !dir.exists() {
+        return Ok(None);
+    }
+    for e in std::fs::read_dir(&dir).map_err(|e| Error::io(dir.display().to_string(), e))? {
+        let p = e
+            .map_err(|e| Error::io(dir.display().to_string(), e))?
+            .path();
+        if p.extension().is_some_and(|x| x == "json")
+            && let Some(stem) = p.file_stem().and_then(|s| s.to_str())
+            && let Some(j) = load_journal(ws, stem)?
+            && j.requests.iter().any(|r| r.request == request)
+        {
+            return Ok(Some(j));
+        }
+    }
+    Ok(None)
+}
+
+/// The journal holds the values that select the subject's rows until the erasure finishes,
+/// so, like a case file, it is readable only by its owner.
+pub(super) fn save_journal(ws: &Workspace, j: &Journal) -> Result<()> {
+    write_atomic(
+        &journal_path(ws, &j.batch),
+        serde_json::to_string_pretty(j)?.as_bytes(),
+        true,
+    )
+}
+
+/// The batch id of a set of requests: the request ID for one, a hash of the IDs for many.
+pub fn batch_id(requests: &[RequestSpec]) -> String {
+    if requests.len() == 1 {
+        return requests[0].request.clone();
+    }
+    let mut h = Sha256::new();
+    for r in requests {
+        h.update(r.request.as_bytes());
+        h.update(b"\n");
+    }
+    format!("batch-{}", &hex::encode(h.finalize())[..12])
+}

@@ -1,0 +1,345 @@
+//! ERASE: carry out a plan, then expire, rewrite manifests and sweep until no file of the
+//! plan's tables holds the subject — journaled, resumable, and for many subjects in one pass.
+//!
+//! Order of durable steps (each recorded in the journal before the next starts):
+//! 1. **planned**: the plan is made and the preflight passed (an erasure with any blocked table
+//!    refuses before changing anything, naming every blocked table); the subject's traces —
+//!    the IDs of every row the plan deletes, by column, and the identifying values — are noted
+//!    in a case file per request (mode 0600) before anything is deleted;
+//! 2. **registered**: a register entry per request (request ID + keyed hash), before the first
+//!    delete, so a later failure can't lose the record;
+//! 3. one entry per plan step: DELETE as a row delete, REWRITE nulling the exception's
+//!    columns, RECOMPUTE by rerunning the pipeline — each commit records only
+//!    `erasure-request`, never a value of the person;
+//! 4. cleanup per table: expire every snapshot older than the erasure's commits, rewrite
+//!    manifests holding DELETED entries and expire the intermediate snapshot, empty the
+//!    metadata log, and sweep unreferenced files older than the minimum age.
+//!
+//! Rerunning a request after a failure at any point resumes from the journal: values resolved
+//! before the first delete are reused (resolving them again after the deletes would find
+//! nothing), deletes that already landed match nothing and commit nothing, the register is not
+//! written twice. Rerunning a finished request changes nothing and says so.
+//!
+//! The durable steps are named functions here: [`prepare`] and the preflight
+//! (`prepare.rs`), `register_requests`, `run_steps`, the cleanup (`cleanup.rs`) and `finish`;
+//! the journal and its files are in `journal.rs`.
+//!
+//! A batch (`--subjects-file`) plans once for all its subjects (with the earliest lineage
+//! window), rewrites each table once and cleans up once, with a register entry and counts per
+//! request.
+
+mod cleanup;
+mod journal;
+mod prepare;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use chrono::{Duration, Utc};
+use lethe_iceberg::catalog::TableName;
+use lethe_iceberg::ops::rewrite::{RowRewrite, rewrite_rows};
+use lethe_iceberg::predicate::Predicate;
+use serde::Serialize;
+
+pub use journal::{
+    Journal, JournalStep, TableCleanup, batch_id, find_request, journal_path, load_journal,
+};
+pub use prepare::{Prepared, prepare};
+
+use crate::erasure::case::{RequestSpec, read_case, valid_request_id};
+use crate::erasure::plan::Action;
+use crate::erasure::register::{Entry, Register, RegisterKey, default_key_file};
+use crate::error::{Error, Result};
+use crate::pipeline::{Pipeline, run_with};
+use crate::workspace::Workspace;
+use journal::save_journal;
+use prepare::{Planned, plan_erasure};
+
+/// Options of an erasure.
+#[derive(Debug, Clone)]
+pub struct EraseOptions {
+    /// Plan and report only: nothing is written (no case file, register entry or commit).
+    pub dry_run: bool,
+    /// The sweep's minimum file age (None: retention.toml's `[sweep]`).
+    pub min_age: Option<Duration>,
+    /// Go ahead although some tables are UNRESOLVED (the attestation will say INCOMPLETE).
+    pub accept_incomplete: bool,
+    /// Where the register key file is, if not in the environment.
+    pub key_file: Option<PathBuf>,
+}
+
+/// What an erasure did.
+#[derive(Debug, Clone, Serialize)]
+pub struct EraseReport {
+    /// The journal at the end.
+    pub journal: Journal,
+    /// True when the request was already complete and nothing was done.
+    pub already_complete: bool,
+    /// True for a dry run.
+    pub dry_run: bool,
+}
+
+/// Runs (or resumes) an erasure of `requests`.
+pub async fn erase(
+    ws: &Workspace,
+    requests: &[RequestSpec],
+    opts: &EraseOptions,
+    progress: &dyn Fn(&str),
+) -> Result<EraseReport> {
+    if requests.is_empty() {
+        return Err(Error::invalid("no subject to erase"));
+    }
+    for r in requests {
+        valid_request_id(&r.request)?;
+    }
+    let batch = batch_id(requests);
+    let key_file = opts.key_file.clone().or_else(|| default_key_file(ws));
+    let key = RegisterKey::load(key_file.as_deref())?;
+    let existing = match earlier_run(ws, &batch, requests, &key)? {
+        Earlier::Finished(j) => {
+            return Ok(EraseReport {
+                journal: *j,
+                already_complete: true,
+                dry_run: opts.dry_run,
+            });
+        }
+        Earlier::Unfinished(j) => Some(*j),
+        Earlier::None => None,
+    };
+    let gov = ws.governance()?;
+    gov.subjects.get(&requests[0].subject)?;
+
+    // 1. Planned: the plan, the preflight, case files and the journal.
+    let mut journal = match existing {
+        Some(j) => {
+            progress(&format!("resuming erasure {batch}"));
+            j
+        }
+        None => match plan_erasure(ws, &gov, requests, opts, &key, progress).await? {
+            Planned::DryRun(j) => {
+                return Ok(EraseReport {
+                    journal: *j,
+                    already_complete: false,
+                    dry_run: true,
+                });
+            }
+            Planned::Journal(j) => *j,
+        },
+    };
+    if opts.dry_run {
+        return Ok(EraseReport {
+            journal,
+            already_complete: false,
+            dry_run: true,
+        });
+    }
+    let tag = journal
+        .requests
+        .iter()
+        .map(|r| r.request.clone())
+        .collect::<Vec<_>>()
+        .join(",");
+    // 2. Registered, before the first delete.
+    register_requests(ws, &mut journal, &key)?;
+    // 3. The plan's steps, in order.
+    run_steps(ws, &mut journal, &tag, progress).await?;
+    // 4. Cleanup of every table the erasure changed.
+    cleanup::clean_up(ws, &mut journal, &tag, progress).await?;
+    finish(ws, &mut journal)?;
+    Ok(EraseReport {
+        journal,
+        already_complete: false,
+        dry_run: false,
+    })
+}
+
+/// What an earlier run of the same batch left.
+enum Earlier {
+    /// Nothing: a new erasure.
+    None,
+    /// A journal to resume.
+    Unfinished(Box<Journal>),
+    /// A finished erasure of the same subjects: nothing to do.
+    Finished(Box<Journal>),
+}
+
+/// Looks for an earlier run of `batch`, and refuses request IDs used for other subjects.
+fn earlier_run(
+    ws: &Workspace,
+    batch: &str,
+    requests: &[RequestSpec],
+    key: &RegisterKey,
+) -> Result<Earlier> {
+    let Some(j) = load_journal(ws, batch)? else {
+        for r in requests {
+            if let Some(j) = find_request(ws, &r.request)? {
+                return Err(Error::invalid(format!(
+                    "request {} is already part of erasure {}; use a new request ID",
+                    r.request, j.batch
+                )));
+            }
+        }
+        return Ok(Earlier::None);
+    };
+    let same = |a: &RequestSpec, b: &RequestSpec| a.request == b.request && a.subject == b.subject;
+    let matches = j.requests.len() == requests.len()
+        && j.requests.iter().zip(requests).all(|(a, b)| same(a, b));
+    if j.finished_at.is_some() {
+        // A finished journal no longer holds the subjects' IDs: the register's keyed
+        // hashes say whether this is the same erasure.
+        let register = Register::in_state(&ws.config.paths.state).entries()?;
+        let hashed = requests.iter().all(|r| {
+            register
+                .iter()
+                .any(|e| e.request == r.request && e.hash == key.hash(&r.subject, &r.id))
+        });
+        if !(matches && hashed) {
+            return Err(Error::invalid(format!(
+                "request {batch} was used for another subject; use a new request ID"
+            )));
+        }
+        return Ok(Earlier::Finished(Box::new(j)));
+    }
+    if !matches || j.requests != requests {
+        return Err(Error::invalid(format!(
+            "request {batch} was started for other subjects; use a new request ID"
+        )));
+    }
+    Ok(Earlier::Unfinished(Box::new(j)))
+}
+
+/// Durable step 2: a register entry per request (request ID + keyed hash), in one write.
+fn register_requests(ws: &Workspace, journal: &mut Journal, key: &RegisterKey) -> Result<()> {
+    if journal.registered {
+        return Ok(());
+    }
+    let register = Register::in_state(&ws.config.paths.state);
+    let at = Utc::now().to_rfc3339();
+    register.record_all(
+        journal
+            .requests
+            .iter()
+            .map(|r| Entry {
+                request: r.request.clone(),
+                subject: r.subject.clone(),
+                hash: key.hash(&r.subject, &r.id),
+                at: at.clone(),
+            })
+            .collect(),
+    )?;
+    journal.registered = true;
+    save_journal(ws, journal)?;
+    durable_step("registered");
+    Ok(())
+}
+
+/// Durable step 3: every plan step not yet done, in order, each recorded when it is.
+async fn run_steps(
+    ws: &Workspace,
+    journal: &mut Journal,
+    tag: &str,
+    progress: &dyn Fn(&str),
+) -> Result<()> {
+    for i in 0..journal.steps.len() {
+        if journal.steps[i].done {
+            continue;
+        }
+        let step = journal.steps[i].clone();
+        progress(&format!("{} {}", step.action, step.table));
+        let (snapshot_id, rows) = run_step(ws, &step, tag).await?;
+        let s = &mut journal.steps[i];
+        s.snapshot_id = snapshot_id;
+        if let Some(rows) = rows {
+            s.rows = rows;
+        }
+        s.done = true;
+        save_journal(ws, journal)?;
+        durable_step(&format!("step {}", step.table));
+    }
+    Ok(())
+}
+
+/// Carries out one step: DELETE as a row delete, REWRITE nulling the exception's columns,
+/// RECOMPUTE by rerunning the pipeline. Returns the snapshot committed and the rows matched
+/// (None where the step matches no rows by itself).
+async fn run_step(
+    ws: &Workspace,
+    step: &JournalStep,
+    tag: &str,
+) -> Result<(Option<i64>, Option<u64>)> {
+    let name = TableName::parse(&step.table)?;
+    let column = || {
+        step.column
+            .clone()
+            .ok_or_else(|| Error::Internal(format!("{} without a column", step.action)))
+    };
+    match step.action {
+        Action::Delete => {
+            let spec = RowRewrite::delete(Predicate::is_in(column()?, step.values.clone()))
+                .with_summary("erasure-request", tag.to_string());
+            let r = rewrite_rows(&ws.warehouse, &name, &spec).await?;
+            Ok((r.snapshot_id, Some(r.rows_matched)))
+        }
+        Action::Rewrite => {
+            let col = column()?;
+            if step.erase_columns.is_empty() {
+                return Ok((None, None));
+            }
+            let spec = RowRewrite::set_null(
+                Predicate::is_in(col, step.values.clone()),
+                step.erase_columns.clone(),
+            )
+            .with_summary("erasure-request", tag.to_string());
+            let r = rewrite_rows(&ws.warehouse, &name, &spec).await?;
+            Ok((r.snapshot_id, Some(r.rows_matched)))
+        }
+        Action::Recompute => {
+            let pname = step
+                .pipeline
+                .clone()
+                .ok_or_else(|| Error::Internal("RECOMPUTE without a pipeline".into()))?;
+            let p = Pipeline::find(&ws.config.paths.pipelines, &pname)?;
+            let mut extra = BTreeMap::new();
+            extra.insert("erasure-request".to_string(), tag.to_string());
+            let run = run_with(ws, &p, extra).await?;
+            Ok((run.snapshot_id, None))
+        }
+        Action::NoAction | Action::Unresolved => Ok((None, None)),
+    }
+}
+
+/// Finished: nothing will be resumed, so the journal keeps counts and ids of snapshots, not
+/// the subjects' IDs nor the values that selected their rows (the case files keep those
+/// until attested; the register keeps keyed hashes).
+fn finish(ws: &Workspace, journal: &mut Journal) -> Result<()> {
+    for r in &mut journal.requests {
+        r.id.clear();
+    }
+    for s in &mut journal.steps {
+        s.values.clear();
+    }
+    if let Some(p) = journal.plan.as_mut() {
+        for s in &mut p.steps {
+            s.values.clear();
+        }
+    }
+    journal.finished_at = Some(Utc::now().to_rfc3339());
+    save_journal(ws, journal)
+}
+
+/// The failpoint after every durable step (tests stop the erasure there).
+fn durable_step(_what: &str) {
+    fail::fail_point!("erase-durable-step");
+}
+
+/// Rows per table per request from the case files of a journal.
+pub fn rows_by_request(
+    ws: &Workspace,
+    j: &Journal,
+) -> Result<BTreeMap<String, BTreeMap<String, u64>>> {
+    let mut out = BTreeMap::new();
+    for r in &j.requests {
+        out.insert(r.request.clone(), read_case(ws, &r.request)?.rows);
+    }
+    Ok(out)
+}

@@ -1,0 +1,512 @@
+//! Before anything changes: the plan for a batch, the values that select each step's rows
+//! (attributed to the requests that own them), each request's case file, and the preflight
+//! that refuses blocked or INCOMPLETE plans.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::Utc;
+use lethe_iceberg::catalog::TableName;
+use lethe_iceberg::ops::rewrite::select_rows;
+use lethe_iceberg::predicate::{Predicate, Value};
+
+use super::journal::{Journal, JournalStep, batch_id, save_journal};
+use super::{EraseOptions, durable_step};
+use crate::erasure::case::{CaseFile, RequestSpec, ValueTrace, write_case};
+use crate::erasure::plan::{self, Action, Inventory, Plan, Step};
+use crate::erasure::register::RegisterKey;
+use crate::error::{Error, Result};
+use crate::governance::Governance;
+use crate::governance::subjects::{Subject, SubjectRef};
+use crate::workspace::Workspace;
+
+/// Values by label, each with the indexes of the requests that own it.
+type Attributed = BTreeMap<String, BTreeMap<String, (Value, BTreeSet<usize>)>>;
+
+fn key_of(v: &Value) -> String {
+    match v {
+        Value::Str(s) => format!("s:{s}"),
+        other => format!("v:{other}"),
+    }
+}
+
+fn text_of(v: &Value) -> String {
+    match v {
+        Value::Str(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Resolves every label's values with the requests they belong to.
+async fn resolve_attributed(
+    ws: &Workspace,
+    gov: &Governance,
+    subject: &Subject,
+    p: &Plan,
+    ids: &[Value],
+) -> Result<Attributed> {
+    let wh = &ws.warehouse;
+    let (_, root_column) = subject.root()?;
+    let mut out: Attributed = BTreeMap::new();
+    let root = out.entry(root_column.clone()).or_default();
+    for (i, id) in ids.iter().enumerate() {
+        root.entry(key_of(id))
+            .or_insert_with(|| (id.clone(), BTreeSet::new()))
+            .1
+            .insert(i);
+    }
+    for m in &subject.mapped {
+        follow(
+            wh,
+            &mut out,
+            &m.via,
+            &root_column,
+            &root_column,
+            &m.column,
+            &m.column,
+        )
+        .await?;
+    }
+    let labels: BTreeSet<String> = p.steps.iter().filter_map(|s| s.label.clone()).collect();
+    // Derived identifiers: the values their pattern selects, owned by whoever owns the value
+    // they embed.
+    let sources: BTreeMap<String, Vec<Value>> = out
+        .iter()
+        .map(|(l, m)| (l.clone(), m.values().map(|(v, _)| v.clone()).collect()))
+        .collect();
+    let wanted: std::collections::HashSet<String> = labels.iter().cloned().collect();
+    for (label, (from, pairs)) in
+        crate::governance::identifiers::resolve_labels(wh, gov, &p.subject, &wanted, &sources)
+            .await?
+    {
+        let mut m: BTreeMap<String, (Value, BTreeSet<usize>)> = BTreeMap::new();
+        for (v, src) in pairs {
+            let owners = out
+                .get(&from)
+                .and_then(|x| x.get(&key_of(&src)).map(|o| o.1.clone()))
+                .unwrap_or_default();
+            m.entry(key_of(&v))
+                .or_insert_with(|| (v.clone(), BTreeSet::new()))
+                .1
+                .extend(owners);
+        }
+        out.insert(label, m);
+    }
+    // Key labels can depend on each other (a key of a table found by another key): resolve
+    // until nothing changes, in plan order.
+    for _ in 0..labels.len() + 1 {
+        let mut progressed = false;
+        for label in &labels {
+            if out.contains_key(label) {
+                continue;
+            }
+            let Some((table, key)) = label.rsplit_once('.') else {
+                continue;
+            };
+            let Some(source) = p.steps.iter().find(|s| s.table == table) else {
+                continue;
+            };
+            let (Some(col), Some(src_label)) = (&source.column, &source.label) else {
+                continue;
+            };
+            if !out.contains_key(src_label) {
+                continue;
+            }
+            follow(wh, &mut out, table, col, src_label, key, label).await?;
+            progressed = true;
+        }
+        if !progressed {
+            break;
+        }
+    }
+    Ok(out)
+}
+
+/// Follows one table: rows selected by `col IN values(src_label)`, attributing the values of
+/// `target_col` to the requests that own the selecting value.
+async fn follow(
+    wh: &lethe_iceberg::table::Warehouse,
+    out: &mut Attributed,
+    table: &str,
+    col: &str,
+    src_label: &str,
+    target_col: &str,
+    target_label: &str,
+) -> Result<()> {
+    let src = out.get(src_label).cloned().unwrap_or_default();
+    let values: Vec<Value> = src.values().map(|(v, _)| v.clone()).collect();
+    if values.is_empty() {
+        out.entry(target_label.to_string()).or_default();
+        return Ok(());
+    }
+    let t = wh.load(&TableName::parse(table)?).await?;
+    let rows = select_rows(wh, &t, &Predicate::is_in(col.to_string(), values)).await?;
+    for b in &rows {
+        let sel = column_values_aligned(b, col)?;
+        let tgt = column_values_aligned(b, target_col)?;
+        for (s, t) in sel.into_iter().zip(tgt) {
+            let (Some(s), Some(t)) = (s, t) else { continue };
+            let owners = src
+                .get(&key_of(&s))
+                .map(|x| x.1.clone())
+                .unwrap_or_default();
+            let e = out
+                .entry(target_label.to_string())
+                .or_default()
+                .entry(key_of(&t))
+                .or_insert_with(|| (t.clone(), BTreeSet::new()));
+            e.1.extend(owners);
+        }
+    }
+    out.entry(target_label.to_string()).or_default();
+    Ok(())
+}
+
+fn column_values_aligned(
+    b: &arrow::array::RecordBatch,
+    column: &str,
+) -> Result<Vec<Option<Value>>> {
+    use arrow::array::{Array, AsArray};
+    use arrow::datatypes::DataType;
+    let c = b
+        .column_by_name(column)
+        .ok_or_else(|| Error::invalid(format!("no column `{column}`")))?;
+    Ok(match c.data_type() {
+        DataType::Int64 | DataType::Int32 => {
+            let c = arrow::compute::cast(c, &DataType::Int64)?;
+            c.as_primitive::<arrow::datatypes::Int64Type>()
+                .iter()
+                .map(|v| v.map(Value::Int))
+                .collect()
+        }
+        _ => {
+            let c = arrow::compute::cast(c, &DataType::Utf8)?;
+            let s = c.as_string::<i32>();
+            (0..s.len())
+                .map(|i| s.is_valid(i).then(|| Value::Str(s.value(i).to_string())))
+                .collect()
+        }
+    })
+}
+
+/// The outcome of planning an erasure.
+pub(super) enum Planned {
+    /// A dry run: the journal as it would be, nothing written.
+    DryRun(Box<Journal>),
+    /// The journal, written with the case files.
+    Journal(Box<Journal>),
+}
+
+/// What an erasure knows before it changes anything.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    /// The plan (values filled in).
+    pub plan: Plan,
+    /// The journal's steps (values resolved).
+    pub steps: Vec<JournalStep>,
+    /// A case file per request (not yet written).
+    pub cases: Vec<CaseFile>,
+}
+
+/// Plans, resolves values and collects every request's traces. Reads only; refuses nothing
+/// (the erasure's refusals are in [`super::erase`]). Without a key, case files carry no hash.
+pub async fn prepare(
+    ws: &Workspace,
+    gov: &Governance,
+    requests: &[RequestSpec],
+    key: Option<&RegisterKey>,
+    progress: &dyn Fn(&str),
+) -> Result<Prepared> {
+    let subject_name = &requests[0].subject;
+    if requests.iter().any(|r| &r.subject != subject_name) {
+        return Err(Error::invalid(
+            "a batch erases subjects of one kind; split the file by subject name",
+        ));
+    }
+    let subject = gov.subjects.get(subject_name)?.clone();
+    progress("planning");
+    let (mut p, ids) = plan_requests(ws, gov, &subject, requests).await?;
+    progress("resolving the subject's values");
+    let attributed = resolve_attributed(ws, gov, &subject, &p, &ids).await?;
+    let flat: BTreeMap<String, Vec<Value>> = attributed
+        .iter()
+        .map(|(l, m)| (l.clone(), m.values().map(|(v, _)| v.clone()).collect()))
+        .collect();
+    p.fill_values(
+        &flat,
+        &subject.mapped.iter().map(|m| m.column.clone()).collect(),
+    );
+    let mut cases = new_cases(&p, requests, key);
+    trace_ids(&p, &attributed, &mut cases);
+    trace_root_values(ws, &subject, &ids, &mut cases).await?;
+    let steps = journal_steps(ws, &p, &flat, &attributed, &mut cases).await?;
+    for c in &mut cases {
+        c.values.sort();
+        c.values.dedup();
+    }
+    Ok(Prepared {
+        plan: p,
+        steps,
+        cases,
+    })
+}
+
+/// The plan for a batch of one subject kind, and the subjects' identifiers typed by the root
+/// column. The lineage window starts at the batch's earliest first record: a superset of every
+/// subject's edges.
+async fn plan_requests(
+    ws: &Workspace,
+    gov: &Governance,
+    subject: &Subject,
+    requests: &[RequestSpec],
+) -> Result<(Plan, Vec<Value>)> {
+    let wh = &ws.warehouse;
+    let inv = Inventory::load(wh).await?;
+    let mut ids = Vec::with_capacity(requests.len());
+    for r in requests {
+        ids.push(plan::parse_id(
+            subject,
+            &SubjectRef {
+                subject: r.subject.clone(),
+                id: r.id.clone(),
+            },
+            &inv,
+        )?);
+    }
+    let graph = plan::load_lineage(&ws.config.paths.lineage, &inv)?;
+    let since = match subject.first_seen {
+        Some(_) => plan::first_seen(wh, subject, &ids).await?,
+        None => None,
+    };
+    let p = plan::plan(
+        &inv,
+        gov,
+        &graph,
+        &requests[0].subject,
+        since,
+        &crate::pipeline::names(ws)?,
+    )?;
+    Ok((p, ids))
+}
+
+/// An empty case file per request, with its register hash and the plan's exempt tables.
+fn new_cases(p: &Plan, requests: &[RequestSpec], key: Option<&RegisterKey>) -> Vec<CaseFile> {
+    requests
+        .iter()
+        .map(|r| CaseFile {
+            request: r.request.clone(),
+            subject: r.subject.clone(),
+            hash: key.map(|k| k.hash(&r.subject, &r.id)).unwrap_or_default(),
+            exempt_tables: p
+                .steps
+                .iter()
+                .filter(|s| s.action == Action::Rewrite)
+                .map(|s| s.table.clone())
+                .collect(),
+            ..Default::default()
+        })
+        .collect()
+}
+
+/// The ID traces: every value that selects a step's rows, in the case of each request that
+/// owns it, by the step's column.
+fn trace_ids(p: &Plan, attributed: &Attributed, cases: &mut [CaseFile]) {
+    for s in &p.steps {
+        let (Some(col), Some(label)) = (&s.column, &s.label) else {
+            continue;
+        };
+        if let Some(vals) = attributed.get(label) {
+            for (v, owners) in vals.values() {
+                for o in owners {
+                    let ids = cases[*o].ids.entry(col.clone()).or_default();
+                    let t = text_of(v);
+                    if !ids.contains(&t) {
+                        ids.push(t);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The identifying values (subjects.toml `values`) of each subject's root rows.
+async fn trace_root_values(
+    ws: &Workspace,
+    subject: &Subject,
+    ids: &[Value],
+    cases: &mut [CaseFile],
+) -> Result<()> {
+    let wh = &ws.warehouse;
+    let (root_table, root_column) = subject.root()?;
+    let t = wh.load(&TableName::parse(&root_table)?).await?;
+    let rows = select_rows(wh, &t, &Predicate::is_in(root_column.clone(), ids.to_vec())).await?;
+    for b in &rows {
+        let owners = column_values_aligned(b, &root_column)?;
+        for col in &subject.values {
+            let vals = column_values_aligned(b, col)?;
+            for (o, v) in owners.iter().zip(vals) {
+                if let (Some(o), Some(Value::Str(v))) = (o, v)
+                    && let Some(i) = ids.iter().position(|x| x == o)
+                    && !v.trim().is_empty()
+                {
+                    cases[i].values.push(ValueTrace {
+                        kind: col.clone(),
+                        value: v,
+                    });
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The journal's steps with their resolved values; on the way, each request's rows per table
+/// and the old values of the columns an exception's REWRITE erases.
+async fn journal_steps(
+    ws: &Workspace,
+    p: &Plan,
+    flat: &BTreeMap<String, Vec<Value>>,
+    attributed: &Attributed,
+    cases: &mut [CaseFile],
+) -> Result<Vec<JournalStep>> {
+    let mut steps = Vec::new();
+    for s in &p.steps {
+        let values: Vec<Value> = s
+            .label
+            .as_ref()
+            .and_then(|l| flat.get(l))
+            .cloned()
+            .unwrap_or_default();
+        if let (Some(col), Some(label)) = (&s.column, &s.label) {
+            let att = attributed.get(label).cloned().unwrap_or_default();
+            count_rows_and_erased(ws, s, col, &values, &att, cases).await?;
+        }
+        steps.push(JournalStep {
+            table: s.table.clone(),
+            action: s.action,
+            column: s.column.clone(),
+            values,
+            erase_columns: s.erase_columns.clone(),
+            pipeline: s.pipeline.clone(),
+            done: false,
+            snapshot_id: None,
+            rows: 0,
+        });
+    }
+    Ok(steps)
+}
+
+/// Reads the rows step `s` selects by `col IN values`: counts them per owning request and, for
+/// a REWRITE, keeps the old values of its erased columns as traces.
+async fn count_rows_and_erased(
+    ws: &Workspace,
+    s: &Step,
+    col: &str,
+    values: &[Value],
+    att: &BTreeMap<String, (Value, BTreeSet<usize>)>,
+    cases: &mut [CaseFile],
+) -> Result<()> {
+    if values.is_empty() {
+        return Ok(());
+    }
+    let wh = &ws.warehouse;
+    let t = wh.load(&TableName::parse(&s.table)?).await?;
+    let rows = select_rows(wh, &t, &Predicate::is_in(col.to_string(), values.to_vec())).await?;
+    for b in &rows {
+        let sel = column_values_aligned(b, col)?;
+        let mut erased: Vec<(String, Vec<Option<Value>>)> = Vec::new();
+        if s.action == Action::Rewrite {
+            for ec in &s.erase_columns {
+                erased.push((ec.clone(), column_values_aligned(b, ec)?));
+            }
+        }
+        for (row, v) in sel.iter().enumerate() {
+            let Some(v) = v else { continue };
+            for o in att.get(&key_of(v)).map(|x| x.1.clone()).unwrap_or_default() {
+                *cases[o].rows.entry(s.table.clone()).or_default() += 1;
+                for (ec, vals) in &erased {
+                    if let Some(Some(Value::Str(old))) = vals.get(row)
+                        && !old.trim().is_empty()
+                    {
+                        let tr = ValueTrace {
+                            kind: format!("{}.{ec} (erased)", s.table),
+                            value: old.clone(),
+                        };
+                        if !cases[o].values.contains(&tr) {
+                            cases[o].values.push(tr);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The preflight, then durable step 1: refuses blocked or (unless accepted) INCOMPLETE plans
+/// before anything is written; writes the case files, then the journal.
+pub(super) async fn plan_erasure(
+    ws: &Workspace,
+    gov: &Governance,
+    requests: &[RequestSpec],
+    opts: &EraseOptions,
+    key: &RegisterKey,
+    progress: &dyn Fn(&str),
+) -> Result<Planned> {
+    let Prepared {
+        plan: p,
+        steps,
+        cases,
+    } = prepare(ws, gov, requests, Some(key), progress).await?;
+    if !p.blocked.is_empty() {
+        let mut msg = String::from(
+            "the erasure can't start: these tables' own settings would keep the subject after it",
+        );
+        for (t, why) in &p.blocked {
+            for w in why {
+                msg.push_str(&format!("\n  {t}: {w}"));
+            }
+        }
+        msg.push_str("\nnothing was changed; decide with the tables' owners, then run again");
+        return Err(Error::Refused(msg));
+    }
+    if p.coverage.unresolved > 0 && !opts.accept_incomplete {
+        let list: Vec<String> = p
+            .steps
+            .iter()
+            .filter(|s| s.action == Action::Unresolved)
+            .map(|s| format!("\n  {}: {}", s.table, s.reason.clone().unwrap_or_default()))
+            .collect();
+        return Err(Error::Refused(format!(
+            "the plan is INCOMPLETE: lineage can't resolve {} table(s):{}\nnothing was changed; fix the lineage, or pass --accept-incomplete to erase what can be erased (the attestation will say INCOMPLETE)",
+            list.len(),
+            list.concat()
+        )));
+    }
+    let min_age = match opts.min_age {
+        Some(d) => d,
+        None => gov.retention.min_file_age(),
+    };
+    let mut journal = Journal {
+        batch: batch_id(requests),
+        requests: requests.to_vec(),
+        started_at: Utc::now().to_rfc3339(),
+        plan: Some(p.for_journal()),
+        case_hashes: BTreeMap::new(),
+        registered: false,
+        steps,
+        cleanup: BTreeMap::new(),
+        min_age_seconds: min_age.num_seconds(),
+        finished_at: None,
+    };
+    if opts.dry_run {
+        return Ok(Planned::DryRun(Box::new(journal)));
+    }
+    // 1. Case files, then the journal: nothing is deleted before both are on disk.
+    for c in &cases {
+        let h = write_case(ws, c)?;
+        journal.case_hashes.insert(c.request.clone(), h);
+    }
+    save_journal(ws, &journal)?;
+    durable_step("planned");
+    Ok(Planned::Journal(Box::new(journal)))
+}

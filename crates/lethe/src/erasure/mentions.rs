@@ -1,0 +1,158 @@
+//! Mentions: rows the plan doesn't delete whose text names the subject (another learner's
+//! ticket giving the subject's email), counted and listed by table and row key for a person to
+//! review. Matching is as the proof scan's: the first (truncation length − 1) characters of each
+//! identifying value, lowercased, anywhere in a text column.
+
+use std::collections::BTreeMap;
+
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use arrow::array::{Array, AsArray};
+use arrow::datatypes::DataType;
+use serde::Serialize;
+
+use crate::erasure::case::CaseFile;
+use crate::error::{Error, Result};
+use crate::workspace::Workspace;
+use lethe_iceberg::read::read_data_file;
+
+/// Mentions found in one table.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct TableMentions {
+    /// Rows that mention a subject.
+    pub rows: u64,
+    /// Their keys (the table's first key column, or row numbers), for review.
+    pub keys: Vec<String>,
+    /// The text columns they were found in.
+    pub columns: Vec<String>,
+}
+
+/// Counts rows whose text mentions any case's identifying values, excluding rows that carry
+/// one of the case's IDs (the subject's own rows). `key_of(table)` names a table's key column.
+pub async fn mentions(
+    ws: &Workspace,
+    cases: &[CaseFile],
+    prefix_len: usize,
+) -> Result<BTreeMap<String, TableMentions>> {
+    let patterns: Vec<String> = cases
+        .iter()
+        .flat_map(|c| c.values.iter())
+        .map(|v| {
+            v.value
+                .to_lowercase()
+                .chars()
+                .take(prefix_len)
+                .collect::<String>()
+        })
+        .filter(|p| p.chars().count() >= 4)
+        .collect();
+    let mut out = BTreeMap::new();
+    if patterns.is_empty() {
+        return Ok(out);
+    }
+    let ac: AhoCorasick = AhoCorasickBuilder::new()
+        .ascii_case_insensitive(true)
+        .match_kind(MatchKind::Standard)
+        .build(&patterns)
+        .map_err(|e| Error::Internal(format!("mention patterns: {e}")))?;
+    let ids: BTreeMap<String, std::collections::BTreeSet<String>> =
+        cases.iter().fold(BTreeMap::new(), |mut m, c| {
+            for (col, vals) in &c.ids {
+                m.entry(col.clone())
+                    .or_insert_with(Default::default)
+                    .extend(vals.iter().cloned());
+            }
+            m
+        });
+    let gov = ws.governance()?;
+    let wh = &ws.warehouse;
+    for name in wh.tables().await? {
+        let t = wh.load(&name).await?;
+        let schema = t.metadata.current_schema().clone();
+        let tname = name.to_string();
+        let key = gov
+            .metadata
+            .table(&tname)
+            .and_then(|m| m.key.first().cloned());
+        let mut found = TableMentions::default();
+        let mut row_base = 0u64;
+        for f in wh.current_files(&t).await? {
+            if !f.is_data() {
+                continue;
+            }
+            for b in read_data_file(wh.store.as_ref(), f.entry.data_file.file_path(), &schema)? {
+                let n = b.num_rows();
+                let mut own = vec![false; n];
+                for (col, vals) in &ids {
+                    if let Some(c) = b.column_by_name(col) {
+                        let c = arrow::compute::cast(c, &DataType::Utf8)?;
+                        let s = c.as_string::<i32>();
+                        for (i, o) in own.iter_mut().enumerate() {
+                            if s.is_valid(i) && vals.contains(s.value(i)) {
+                                *o = true;
+                            }
+                        }
+                    }
+                }
+                let mut hit = vec![false; n];
+                for (fi, field) in b.schema().fields().iter().enumerate() {
+                    if !matches!(
+                        field.data_type(),
+                        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+                    ) {
+                        continue;
+                    }
+                    let c = arrow::compute::cast(b.column(fi), &DataType::Utf8)?;
+                    let s = c.as_string::<i32>();
+                    let mut any = false;
+                    for i in 0..n {
+                        if own[i] || !s.is_valid(i) {
+                            continue;
+                        }
+                        let v = s.value(i);
+                        let matched = if v.is_ascii() {
+                            ac.is_match(v)
+                        } else {
+                            ac.is_match(&v.to_lowercase())
+                        };
+                        if matched {
+                            hit[i] = true;
+                            any = true;
+                        }
+                    }
+                    if any && !found.columns.contains(field.name()) {
+                        found.columns.push(field.name().clone());
+                    }
+                }
+                let keycol = key
+                    .as_ref()
+                    .and_then(|k| b.column_by_name(k))
+                    .map(|c| arrow::compute::cast(c, &DataType::Utf8))
+                    .transpose()?;
+                for (i, h) in hit.iter().enumerate() {
+                    if *h {
+                        found.rows += 1;
+                        let k = match &keycol {
+                            Some(c) => {
+                                let s = c.as_string::<i32>();
+                                if s.is_valid(i) {
+                                    format!("{}={}", key.as_deref().unwrap_or("key"), s.value(i))
+                                } else {
+                                    format!("row {}", row_base + i as u64)
+                                }
+                            }
+                            None => format!("row {}", row_base + i as u64),
+                        };
+                        if found.keys.len() < 1000 {
+                            found.keys.push(k);
+                        }
+                    }
+                }
+                row_base += n as u64;
+            }
+        }
+        if found.rows > 0 {
+            out.insert(tname, found);
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,14 @@
+//! The erasure job: [`plan`] (and [`explain`]) from the catalog, governance and lineage;
+//! [`erase`] carries the plan out, journaled and resumable, keeping the subject's traces in a
+//! [`case`] file until they are no longer needed; [`prove`] scans every file for those traces;
+//! [`mentions`] finds rows that name the subject in free text; [`attest`] issues the
+//! attestation; the [`register`] keeps keyed hashes of erased subjects.
+
+pub mod attest;
+pub mod case;
+pub mod erase;
+pub mod explain;
+pub mod mentions;
+pub mod plan;
+pub mod prove;
+pub mod register;

@@ -1,0 +1,169 @@
+//! The catalog as the planner sees it: every table's columns, settings and location; the
+//! lineage folder read into a graph whose datasets are named as catalog tables; the subject's
+//! identifier typed by its root column.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::Path;
+
+use lethe_iceberg::ops::expire::blockers;
+use lethe_iceberg::predicate::Value;
+use lethe_iceberg::table::Warehouse;
+use lethe_lineage::{GraphBuilder, LineageGraph, Window, parse_events};
+
+use crate::error::{Error, Result};
+use crate::governance::Governance;
+use crate::governance::subjects::{Subject, SubjectRef};
+
+/// What the planner needs to know about one catalog table.
+#[derive(Debug, Clone, Default)]
+pub struct TableInfo {
+    /// Top-level columns with their types.
+    pub columns: Vec<(String, String)>,
+    /// Settings that would keep a subject after an erasure.
+    pub blockers: Vec<String>,
+    /// Iceberg identifier fields (row key), by name.
+    pub identifier_fields: Vec<String>,
+    /// Why lethe can't change this table correctly yet (format v3 features), if it can't:
+    /// a DELETE, REWRITE or RECOMPUTE step on it becomes UNRESOLVED with this reason.
+    pub unsupported: Option<String>,
+}
+
+/// The catalog as the planner sees it.
+#[derive(Debug, Clone, Default)]
+pub struct Inventory {
+    /// Tables by dotted name.
+    pub tables: BTreeMap<String, TableInfo>,
+    /// Table locations (normalised) by dotted name, to resolve lineage datasets named by path.
+    pub locations: BTreeMap<String, String>,
+}
+
+impl Inventory {
+    /// Reads every table's schema, settings and location.
+    pub async fn load(wh: &Warehouse) -> Result<Inventory> {
+        let mut inv = Inventory::default();
+        for name in wh.tables().await? {
+            let t = wh.load(&name).await?;
+            let schema = t.metadata.current_schema();
+            let info = TableInfo {
+                columns: schema
+                    .as_struct()
+                    .fields()
+                    .iter()
+                    .map(|f| (f.name.clone(), f.field_type.to_string()))
+                    .collect(),
+                blockers: blockers(&t)?,
+                identifier_fields: schema
+                    .identifier_field_ids()
+                    .filter_map(|id| schema.name_by_field_id(id).map(str::to_string))
+                    .collect(),
+                unsupported: lethe_iceberg::deletes::unsupported_features(wh, &t).await?,
+            };
+            if let Ok(loc) = wh.store.normalize(t.location()) {
+                inv.locations.insert(name.to_string(), loc);
+            }
+            inv.tables.insert(name.to_string(), info);
+        }
+        Ok(inv)
+    }
+
+    pub(super) fn has_column(&self, table: &str, column: &str) -> bool {
+        self.tables
+            .get(table)
+            .is_some_and(|t| t.columns.iter().any(|(c, _)| c == column))
+    }
+}
+
+/// Reads every OpenLineage file in `dir` (`.json`, `.jsonl`, `.ndjson`) into a graph whose
+/// datasets are named as catalog tables where the inventory knows them.
+pub fn load_lineage(dir: &Path, inv: &Inventory) -> Result<LineageGraph> {
+    let tables: BTreeSet<String> = inv.tables.keys().cloned().collect();
+    let by_location: HashMap<String, String> = inv
+        .locations
+        .iter()
+        .map(|(t, l)| (l.clone(), t.clone()))
+        .collect();
+    let resolver = move |_ns: &str, name: &str| -> Option<String> {
+        if tables.contains(name) {
+            return Some(name.to_string());
+        }
+        let stripped = name.trim_end_matches('/');
+        if let Ok(p) = lethe_iceberg::store::normalize_local(stripped)
+            && let Some(t) = by_location.get(&format!("file://{}", p.display()))
+        {
+            return Some(t.clone());
+        }
+        None
+    };
+    let mut builder = GraphBuilder::new(resolver);
+    if dir.exists() {
+        let mut files: Vec<_> = std::fs::read_dir(dir)
+            .map_err(|e| Error::io(dir.display().to_string(), e))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                p.extension()
+                    .is_some_and(|x| x == "json" || x == "jsonl" || x == "ndjson")
+            })
+            .collect();
+        files.sort();
+        for f in files {
+            let bytes = std::fs::read(&f).map_err(|e| Error::io(f.display().to_string(), e))?;
+            let shown = f
+                .strip_prefix(dir.parent().unwrap_or(dir))
+                .unwrap_or(&f)
+                .display()
+                .to_string();
+            for ev in parse_events(&shown, &bytes)? {
+                builder.add_event(&shown, &ev)?;
+            }
+        }
+    }
+    Ok(builder.finish()?)
+}
+
+/// The subject's identifier value, typed by the root column.
+pub fn parse_id(subject: &Subject, r: &SubjectRef, inv: &Inventory) -> Result<Value> {
+    let (table, column) = subject.root()?;
+    let ty = inv
+        .tables
+        .get(&table)
+        .and_then(|t| t.columns.iter().find(|(c, _)| c == &column))
+        .map(|(_, t)| t.clone())
+        .ok_or_else(|| {
+            Error::invalid(format!(
+                "the subject's root identifier {table}.{column} is not in the catalog"
+            ))
+        })?;
+    match ty.as_str() {
+        "long" | "int" => r.id.parse::<i64>().map(Value::Int).map_err(|_| {
+            Error::invalid(format!(
+                "`{}={}`: {table}.{column} holds whole numbers ({ty}); `{}` is not one",
+                r.subject, r.id, r.id
+            ))
+        }),
+        "string" => Ok(Value::Str(r.id.clone())),
+        other => Err(Error::invalid(format!(
+            "{table}.{column} has type {other}; lethe addresses subjects by long, int or string identifiers"
+        ))),
+    }
+}
+
+/// Catalog tables no lineage produces and no declaration names as a source
+/// (`lethe lineage unaccounted`).
+pub fn unaccounted(inv: &Inventory, gov: &Governance, graph: &LineageGraph) -> Vec<String> {
+    let produced: BTreeSet<&str> = graph
+        .produced_datasets(Window::ALL)
+        .into_iter()
+        .map(|id| graph.dataset_name(id))
+        .collect();
+    inv.tables
+        .keys()
+        .filter(|t| !produced.contains(t.as_str()))
+        .filter(|t| {
+            gov.metadata
+                .table(t)
+                .and_then(|m| m.source.as_ref())
+                .is_none()
+        })
+        .cloned()
+        .collect()
+}

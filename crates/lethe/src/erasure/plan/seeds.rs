@@ -1,0 +1,106 @@
+//! The planner's first stage: the columns the lineage walk starts from.
+//!
+//! Declared identifier columns by name (subjects.toml `identifiers`), columns classified in
+//! metadata.toml as identifying the subject (a derived identifier with its own label), and
+//! mapped identifiers in their mapping table.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use lethe_lineage::Seed;
+
+use super::Inventory;
+use crate::error::Result;
+use crate::governance::Governance;
+use crate::governance::identifiers::{declared, derived_sources};
+use crate::governance::subjects::{Subject, split_column};
+
+/// The seeds of a plan, and how each came in.
+pub(super) struct Seeded {
+    /// The walk's seeds.
+    pub seeds: Vec<Seed>,
+    /// Per table, its first declared column: (column, label, why).
+    pub declared: BTreeMap<String, (String, String, String)>,
+    /// Why each seeded (table, column) is in the plan, in words.
+    pub seed_via: BTreeMap<(String, String), String>,
+}
+
+/// Finds every seed column of `subject` in the inventory. A mapped identifier whose column is
+/// not in the catalog is an error at subjects.toml's `mapped`.
+pub(super) fn seed(
+    inv: &Inventory,
+    gov: &Governance,
+    subject_name: &str,
+    subject: &Subject,
+    root_column: &str,
+) -> Result<Seeded> {
+    let id_names: BTreeSet<String> = subject
+        .identifiers
+        .iter()
+        .map(|c| split_column(c).map(|(_, c)| c))
+        .collect::<Result<_>>()?;
+    let derived_cols = declared(gov, subject_name, &derived_sources(subject)?)?;
+    let mut out = Seeded {
+        seeds: Vec::new(),
+        declared: BTreeMap::new(),
+        seed_via: BTreeMap::new(),
+    };
+    for (table, info) in &inv.tables {
+        for (col, _) in &info.columns {
+            let by_name = id_names.contains(col);
+            let by_class = gov
+                .metadata
+                .table(table)
+                .and_then(|t| t.columns.get(col))
+                .and_then(|c| c.identifies())
+                == Some(subject_name);
+            if !(by_name || by_class) {
+                continue;
+            }
+            // A derived identifier (metadata.toml `derived`) has values of its own, resolved
+            // through its pattern (crate::governance::identifiers).
+            let derived = (!by_name)
+                .then(|| {
+                    derived_cols
+                        .iter()
+                        .find(|d| &d.table == table && &d.column == col)
+                })
+                .flatten();
+            let label = if by_name {
+                col.clone()
+            } else if let Some(d) = derived {
+                d.label.clone()
+            } else {
+                root_column.to_string()
+            };
+            out.seeds
+                .push(Seed::new(table.clone(), col.clone(), label.clone()));
+            let via = if by_name {
+                format!("declared identifier column `{col}` (subjects.toml)")
+            } else if let Some(d) = derived {
+                format!(
+                    "column `{col}` derived from {} as `{}` (metadata.toml)",
+                    d.from,
+                    d.pattern.render()
+                )
+            } else {
+                format!("column `{col}` classified as identifying {subject_name} (metadata.toml)")
+            };
+            out.seed_via
+                .insert((table.clone(), col.clone()), via.clone());
+            out.declared
+                .entry(table.clone())
+                .or_insert((col.clone(), label, via));
+        }
+    }
+    for m in &subject.mapped {
+        if !inv.has_column(&m.via, &m.column) {
+            return Err(gov.subjects.error_at(
+                &format!("{subject_name}.mapped"),
+                format!("{}.{} is not a column of a catalog table", m.via, m.column),
+            ));
+        }
+        out.seeds
+            .push(Seed::new(m.via.clone(), m.column.clone(), m.column.clone()));
+    }
+    Ok(out)
+}

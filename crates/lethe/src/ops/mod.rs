@@ -1,8 +1,0 @@
-//! Operations on tables, each in its own module: plan, then execute, report what was done.
-
-pub mod expire;
-pub mod manifests;
-pub mod properties;
-pub mod retention;
-pub mod rewrite;
-pub mod sweep;

@@ -42,6 +42,9 @@ Catalog options:
   --jdbc-user USER      (password, if any, from $LETHE_SPARK_JDBC_PASSWORD, never an argument)
   --rest-credential-env VAR  env var holding an OAuth2 client credential "id:secret" (REST)
   --jars JARS           comma-separated; default $LETHE_SPARK_JARS (or what spark-env.sh prints)
+  --s3-endpoint URL     s3:// and s3a:// locations through Hadoop's s3a at URL, path-style,
+                        keys from $AWS_ACCESS_KEY_ID / $AWS_SECRET_ACCESS_KEY (--s3-region)
+  --conf K=V            any other Spark setting ({catalog}.io-impl=... sets a catalog property)
 
 The generated pattern (--generate N --subject ID, deterministic): row i in 0..N-1 has
   event_id   i (v2: bigint) or "e%06d" % i (v3: string)
@@ -152,7 +155,9 @@ class Session:
         conf = {
             "spark.master": "local[2]",
             "spark.app.name": "lethe-spark-tool",
-            "spark.jars": jars,
+            # on the driver's class path (local mode: the driver is the executor), not
+            # spark.jars, which copies every jar (235 MB with the AWS bundle) per session
+            "spark.driver.extraClassPath": ":".join(j for j in jars.split(",") if j),
             "spark.driver.host": "127.0.0.1",
             "spark.driver.bindAddress": "127.0.0.1",
             "spark.ui.enabled": "false",
@@ -168,7 +173,9 @@ class Session:
             cat: "org.apache.iceberg.spark.SparkCatalog",
         }
         if args.warehouse:
-            conf[f"{cat}.warehouse"] = warehouse_uri(args.warehouse)
+            # a REST catalog's warehouse is a name the server knows, not a folder
+            wh = args.warehouse if args.catalog_type == "rest" else warehouse_uri(args.warehouse)
+            conf[f"{cat}.warehouse"] = wh
         if args.catalog_type == "jdbc":
             if not args.catalog_uri:
                 raise ToolError("--catalog-uri is required for a jdbc catalog")
@@ -190,16 +197,38 @@ class Session:
             conf[f"{cat}.uri"] = args.catalog_uri
             if args.rest_credential_env:
                 conf[f"{cat}.credential"] = os.environ[args.rest_credential_env]
+        if args.s3_endpoint:
+            # S3 through Hadoop's s3a (hadoop-aws + AWS SDK v1 bundle from spark-env.sh) for
+            # s3:// and s3a:// locations; keys only from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY
+            conf[f"{cat}.io-impl"] = "org.apache.iceberg.hadoop.HadoopFileIO"
+            h = "spark.hadoop.fs.s3a"
+            conf["spark.hadoop.fs.s3.impl"] = "org.apache.hadoop.fs.s3a.S3AFileSystem"
+            conf["spark.hadoop.fs.s3a.impl"] = "org.apache.hadoop.fs.s3a.S3AFileSystem"
+            conf[f"{h}.endpoint"] = args.s3_endpoint
+            conf[f"{h}.endpoint.region"] = args.s3_region
+            conf[f"{h}.path.style.access"] = "true"
+            conf[f"{h}.connection.ssl.enabled"] = str(args.s3_endpoint.startswith("https:")).lower()
+            conf[f"{h}.aws.credentials.provider"] = (
+                "com.amazonaws.auth.EnvironmentVariableCredentialsProvider"
+            )
+        for kv in args.conf or []:
+            k, _, v = kv.partition("=")
+            conf[k.replace("{catalog}", cat)] = v
         t0 = time.monotonic()
         from pyspark.sql import SparkSession
 
         b = SparkSession.builder
         for k, v in conf.items():
             b = b.config(k, v)
-        self.spark = b.getOrCreate()
-        self.spark.sparkContext.setLogLevel("ERROR")
-        # a trivial query so the start time includes the catalog's first connection
-        self.spark.sql(f"SHOW NAMESPACES IN {name}").collect()
+        self.spark = None
+        try:
+            self.spark = b.getOrCreate()
+            self.spark.sparkContext.setLogLevel("ERROR")
+            # a trivial query so the start time includes the catalog's first connection
+            self.spark.sql(f"SHOW NAMESPACES IN {name}").collect()
+        except BaseException:
+            self.stop()
+            raise
         self.start_s = round(time.monotonic() - t0, 3)
         self.catalog = name
         self.versions = {
@@ -225,7 +254,8 @@ class Session:
 
     def stop(self):
         try:
-            self.spark.stop()
+            if self.spark is not None:
+                self.spark.stop()
         finally:
             shutil.rmtree(self.tmp, ignore_errors=True)
 
@@ -523,6 +553,13 @@ def add_catalog_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--jdbc-user")
     g.add_argument("--rest-credential-env")
     g.add_argument("--jars")
+    g.add_argument("--s3-endpoint", help="S3 endpoint for s3:// locations (path-style)")
+    g.add_argument("--s3-region", default="us-east-1")
+    g.add_argument(
+        "--conf",
+        action="append",
+        help="extra Spark setting k=v; {catalog} in k stands for spark.sql.catalog.NAME",
+    )
 
 
 def command_parser(with_catalog: bool) -> argparse.ArgumentParser:
@@ -576,9 +613,10 @@ def run_one(s: Session, a: argparse.Namespace) -> dict:
 
 def _error_text(e: Exception) -> str:
     text = str(e)
-    # py4j errors carry a Java stack trace: keep the first lines
-    lines = [ln for ln in text.splitlines() if ln.strip()]
-    return " | ".join(lines[:6])[:3000] or type(e).__name__
+    # py4j errors carry a Java stack trace: keep the first lines and every "Caused by"
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    keep = lines[:4] + [ln for ln in lines[4:] if ln.startswith("Caused by")]
+    return " | ".join(keep)[:3000] or type(e).__name__
 
 
 def main(argv: list[str]) -> int:

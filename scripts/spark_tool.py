@@ -55,7 +55,8 @@ The generated pattern (--generate N --subject ID, deterministic): row i in 0..N-
   note       "n%d" % i
   _commit    i * 3 // N (three INSERTs; the last one holds no subject row)
 The kinds' default operations then are
-  v2-cow  DELETE WHERE event_id % 10 = 3
+  v2-cow  DELETE WHERE event_id % 10 = 3 AND event_id < (rows of the first commit), so only
+          the first commit's files are rewritten
   v2-mor  DELETE WHERE event_id % 10 = 3; UPDATE SET score = score + 100 WHERE event_id % 10 = 7
   v3-dv   the same on the numeric suffix of event_id, then ADD COLUMN channel string
           DEFAULT 'web' (Iceberg API; Spark 3.5 SQL refuses DEFAULT) and a fourth INSERT of
@@ -170,12 +171,17 @@ class Session:
             "spark.sql.session.timeZone": "UTC",
             "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
             "spark.sql.defaultCatalog": name,
+            # Spark's default redaction misses a REST catalog's `credential`
+            "spark.redaction.regex": "(?i)secret|password|token|access[.]key|credential",
             cat: "org.apache.iceberg.spark.SparkCatalog",
         }
         if args.warehouse:
             # a REST catalog's warehouse is a name the server knows, not a folder
             wh = args.warehouse if args.catalog_type == "rest" else warehouse_uri(args.warehouse)
             conf[f"{cat}.warehouse"] = wh
+            if wh.startswith("file:"):
+                # a Hadoop catalog lists its folder on start; it must exist
+                os.makedirs("/" + wh.split(":", 1)[1].lstrip("/"), exist_ok=True)
         if args.catalog_type == "jdbc":
             if not args.catalog_uri:
                 raise ToolError("--catalog-uri is required for a jdbc catalog")
@@ -320,9 +326,12 @@ def insert_rows(s: Session, table: str, schema: str, rows: list[dict]) -> None:
     df.select(*cols).writeTo(s.full(table)).append()
 
 
-def default_ops(kind: str) -> list[str]:
+def default_ops(kind: str, first_commit_end: int | None) -> list[str]:
     if kind == "v2-cow":
-        return ["DELETE FROM {table} WHERE event_id % 10 = 3"]
+        # only the first commit's files are rewritten, so files of the later commits (with and
+        # without the subject) stay as they were written
+        bound = f" AND event_id < {first_commit_end}" if first_commit_end is not None else ""
+        return [f"DELETE FROM {{table}} WHERE event_id % 10 = 3{bound}"]
     if kind == "v2-mor":
         return [
             "DELETE FROM {table} WHERE event_id % 10 = 3",
@@ -376,7 +385,10 @@ def cmd_create_fixture(s: Session, a: argparse.Namespace) -> dict:
     for c in commits:
         batch = [r for r in rows if int(r.get("_commit", 0)) == c]
         step(f"insert commit {c} ({len(batch)} rows)", lambda b=batch: insert_rows(s, a.table, schema, b))
-    ops = a.then if a.then else default_ops(kind)
+    first_end = None
+    if a.generate is not None and not a.rows:
+        first_end = sum(1 for r in rows if r["_commit"] == 0)
+    ops = a.then if a.then else default_ops(kind, first_end)
     for op in ops:
         q = op.replace("{table}", full)
         step(q, lambda q=q: s.sql(q))

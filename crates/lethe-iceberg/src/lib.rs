@@ -3,11 +3,11 @@
 //! What it owns: catalogs ([`catalog`]: the Iceberg SQL catalog; the seam for REST and others),
 //! file stores ([`store`]), loading tables and their snapshots ([`table`]), reading rows in a
 //! table's current schema ([`read`]) with merge-on-read delete files applied ([`deletes`]),
-//! typed row predicates ([`predicate`]), lethe's data-file writer with Iceberg metrics modes
-//! ([`writer`], [`metrics`]), producing snapshots and the commit path ([`snapshot`],
-//! [`commit`]), and the table operations built on it ([`ops`]: row rewrites, snapshot expiry,
-//! manifest rewrites, the sweep of unreferenced files), plus looking inside tables
-//! ([`inspect`]) and time as a parameter ([`clock`]).
+//! nested fields by path ([`nested`]), typed row predicates ([`predicate`]), lethe's data-file
+//! writer with Iceberg metrics modes ([`writer`], [`metrics`]), producing snapshots and the
+//! commit path ([`snapshot`], [`commit`]), and the table operations built on it ([`ops`]: row
+//! rewrites, snapshot expiry, manifest rewrites, the sweep of unreferenced files), plus
+//! looking inside tables ([`inspect`]) and time as a parameter ([`clock`]).
 //!
 //! What it must not know: subjects, requests, governance files, consent, lineage or the demo.
 //! Everything here is about tables and files; the erasure job (crate `lethe`) decides which
@@ -20,6 +20,7 @@ pub mod deletes;
 pub mod error;
 pub mod inspect;
 pub mod metrics;
+pub mod nested;
 pub mod ops;
 pub mod predicate;
 pub mod read;

@@ -138,26 +138,17 @@ impl MetricsConfig {
     }
 }
 
-/// Every primitive field of a schema, with its full dotted name, in schema order (struct
-/// children included; list and map elements excluded, as they carry no bounds).
+/// Every primitive field of a schema, with its full dotted name, in schema order: struct
+/// fields, list elements and map keys and values included (`contact.email`,
+/// `addresses.element.street`, `attributes.value`: the names Java and PyIceberg look
+/// `write.metadata.metrics.column.*` up by). Fields inside a list or a map get counts but never
+/// bounds (as in Java), see [`crate::writer`].
 pub fn primitive_leaves(schema: &Schema) -> Vec<(String, NestedFieldRef)> {
-    fn walk(prefix: &str, fields: &[NestedFieldRef], out: &mut Vec<(String, NestedFieldRef)>) {
-        for f in fields {
-            let name = if prefix.is_empty() {
-                f.name.clone()
-            } else {
-                format!("{prefix}.{}", f.name)
-            };
-            match f.field_type.as_ref() {
-                iceberg::spec::Type::Primitive(_) => out.push((name, f.clone())),
-                iceberg::spec::Type::Struct(s) => walk(&name, s.fields(), out),
-                _ => {}
-            }
-        }
-    }
-    let mut out = Vec::new();
-    walk("", schema.as_struct().fields(), &mut out);
-    out
+    crate::nested::field_paths(schema)
+        .into_iter()
+        .filter(|p| p.is_leaf())
+        .map(|p| (p.name, p.field))
+        .collect()
 }
 
 /// Cuts a string to at most `n` code points (a lower bound).

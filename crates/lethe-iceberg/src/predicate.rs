@@ -376,15 +376,22 @@ impl fmt::Display for Predicate {
     }
 }
 
-/// The type of a top-level column of the current schema.
+/// The type of a column of the current schema: a top-level column or a struct field by its
+/// dotted path (`contact.email`). A field inside a list or a map has any number of values per
+/// row and can't be compared.
 pub fn column_type(schema: &Schema, column: &str, table: &str) -> Result<PrimitiveType> {
-    let field = schema
-        .field_by_name(column)
-        .ok_or_else(|| Error::invalid(format!("table `{table}` has no column `{column}`")))?;
-    match field.field_type.as_ref() {
+    let path = crate::nested::resolve(schema, column)
+        .map_err(|e| Error::invalid(format!("table `{table}`: {e}")))?;
+    if path.repeated {
+        return Err(Error::invalid(format!(
+            "column `{table}.{column}` is inside a list or a map; predicates compare fields with one value per row"
+        )));
+    }
+    match path.field.field_type.as_ref() {
         Type::Primitive(p) => Ok(p.clone()),
         other => Err(Error::invalid(format!(
-            "column `{table}.{column}` has type {other}; predicates compare primitive columns only"
+            "column `{table}.{column}` has type {}; predicates compare primitive columns only",
+            crate::nested::type_name(other)
         ))),
     }
 }
@@ -448,6 +455,7 @@ fn column_of(batch: &RecordBatch, column: &str) -> Result<ArrayRef> {
     batch
         .column_by_name(column)
         .cloned()
+        .or_else(|| crate::nested::struct_field(batch, column))
         .ok_or_else(|| Error::invalid(format!("no column `{column}` in the rows read")))
 }
 

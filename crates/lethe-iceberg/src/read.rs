@@ -2,14 +2,14 @@
 //!
 //! Columns are matched by Iceberg field id (`PARQUET:field_id`), so a column renamed since the
 //! file was written is read under its new name, a column added since reads as null, and a
-//! dropped one is ignored. Files without field ids (imported from Hive, say) fall back to
-//! matching by name. Types are cast to the current type (promotion: int to long, float to
-//! double, wider decimals).
+//! dropped one is ignored — inside structs, lists and maps too
+//! ([`crate::nested::project_array`]). Files without field ids (imported from Hive, say) fall
+//! back to matching by name. Types are cast to the current type (promotion: int to long, float
+//! to double, wider decimals).
 
 use std::collections::HashMap;
 
 use arrow::array::{ArrayRef, RecordBatch, new_null_array};
-use arrow::compute;
 use arrow::datatypes::{Field, SchemaRef as ArrowSchemaRef};
 use iceberg::spec::Schema;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -126,7 +126,7 @@ fn project(
                 if c.data_type() == tf.data_type() {
                     c.clone()
                 } else {
-                    compute::cast(c, tf.data_type()).map_err(|e| {
+                    crate::nested::project_array(c, tf).map_err(|e| {
                         Error::invalid(format!(
                             "{location}: column `{}` (field id {}) can't be read as {}: {e}",
                             tf.name(),

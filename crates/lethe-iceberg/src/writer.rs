@@ -72,6 +72,8 @@ pub struct TableWriter<'a> {
     spec: PartitionSpecRef,
     transforms: Vec<(usize, BoxedTransformFunction)>,
     metrics: MetricsConfig,
+    /// Leaves inside a list or a map: counts from the Parquet footer, never bounds.
+    repeated: std::collections::HashSet<i32>,
     props: WriterProperties,
     location: String,
     options: WriteOptions,
@@ -154,6 +156,11 @@ impl<'a> TableWriter<'a> {
             store,
             arrow_schema: arrow_schema(&schema)?,
             metrics: MetricsConfig::from_properties(&schema, props)?,
+            repeated: crate::nested::field_paths(&schema)
+                .into_iter()
+                .filter(|p| p.repeated && p.is_leaf())
+                .map(|p| p.id())
+                .collect(),
             schema,
             spec,
             transforms,
@@ -303,6 +310,8 @@ impl<'a> TableWriter<'a> {
         let meta = writer.finish()?;
         let size = writer.inner_mut().finish()?;
         let mut column_sizes: HashMap<i32, u64> = HashMap::new();
+        // Leaves inside lists and maps: value and null counts as the footer has them (as Java).
+        let mut footer_counts: HashMap<i32, (u64, Option<u64>)> = HashMap::new();
         let mut split_offsets = Vec::new();
         for rg in meta.row_groups() {
             split_offsets.push(rg.file_offset().unwrap_or(4));
@@ -310,6 +319,14 @@ impl<'a> TableWriter<'a> {
                 let id = col.column_descr().self_type().get_basic_info();
                 if id.has_id() {
                     *column_sizes.entry(id.id()).or_default() += col.compressed_size() as u64;
+                    if self.repeated.contains(&id.id()) {
+                        let e = footer_counts.entry(id.id()).or_insert((0, Some(0)));
+                        e.0 += col.num_values().max(0) as u64;
+                        e.1 = match (e.1, col.statistics().and_then(|s| s.null_count_opt())) {
+                            (Some(a), Some(b)) => Some(a + b),
+                            _ => None,
+                        };
+                    }
                 }
             }
         }
@@ -338,6 +355,13 @@ impl<'a> TableWriter<'a> {
             }
             if let Some(s) = column_sizes.get(&name_id) {
                 sizes.insert(name_id, *s);
+            }
+            if let Some((v, n)) = footer_counts.get(&name_id) {
+                values.insert(name_id, *v);
+                if let Some(n) = n {
+                    nulls.insert(name_id, *n);
+                }
+                continue;
             }
             let Some(st) = stats.get(&name_id) else {
                 continue;

@@ -27,7 +27,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use arrow::array::{Array, ArrayRef, BooleanArray, RecordBatch, new_null_array};
+use arrow::array::{ArrayRef, BooleanArray, RecordBatch};
 use arrow::compute;
 use async_trait::async_trait;
 use futures::TryStreamExt;
@@ -38,6 +38,7 @@ use crate::catalog::TableName;
 use crate::commit::{ActionCommit, TableAction, commit};
 use crate::deletes::{DeleteIndex, DeleteReader, check_supported};
 use crate::error::{Error, Result};
+use crate::nested::{self, FieldPath};
 use crate::predicate::Predicate;
 use crate::read::read_data_file;
 use crate::snapshot::{SnapshotChanges, check_writable, produce_written};
@@ -50,7 +51,10 @@ use crate::writer::{TableWriter, WriteOptions};
 pub enum RowChange {
     /// Remove them.
     Delete,
-    /// Keep them with these columns set to null (tombstones, erase_columns).
+    /// Keep them with these columns set to null (tombstones, erase_columns): top-level
+    /// columns, struct fields (`contact.email`), list elements' fields
+    /// (`addresses.element.street`) or map values (`attributes.value`), the rest of each row
+    /// kept.
     SetNull(Vec<String>),
     /// Rewrite every file unchanged (applies new metrics properties); the predicate is ignored.
     RewriteAll,
@@ -182,16 +186,18 @@ impl TableAction for Action<'_> {
         let tname = table.name.to_string();
         let schema = table.metadata.current_schema().clone();
         self.spec.predicate.check(&schema, &tname)?;
+        let mut nulled: Vec<FieldPath> = Vec::new();
         if let RowChange::SetNull(cols) = &self.spec.change {
             for c in cols {
-                let f = schema.field_by_name(c).ok_or_else(|| {
-                    Error::invalid(format!("table `{tname}` has no column `{c}` to erase"))
+                let p = crate::nested::resolve(&schema, c).map_err(|e| {
+                    Error::invalid(format!("table `{tname}` has no column `{c}` to erase: {e}"))
                 })?;
-                if f.required {
+                if p.field.required || p.map_key {
                     return Err(Error::invalid(format!(
                         "column `{tname}.{c}` is required and can't be set to null"
                     )));
                 }
+                nulled.push(p);
             }
         }
         let files = wh.current_files(table).await?;
@@ -241,6 +247,7 @@ impl TableAction for Action<'_> {
                     live.as_deref(),
                     &self.spec.predicate,
                     &self.spec.change,
+                    &nulled,
                 )?;
                 if out.matched == 0 && out.purged == 0 && self.spec.change != RowChange::RewriteAll
                 {
@@ -354,12 +361,13 @@ struct Changed {
 }
 
 /// Applies a change to the batches of one file (`live`: which rows delete files leave live,
-/// None when all are).
+/// None when all are; `nulled`: for SetNull, its columns resolved in the current schema).
 fn apply_change(
     batches: &[RecordBatch],
     live: Option<&[BooleanArray]>,
     predicate: &Predicate,
     change: &RowChange,
+    nulled: &[FieldPath],
 ) -> Result<Changed> {
     let mut out = Changed {
         kept: Vec::with_capacity(batches.len()),
@@ -388,30 +396,24 @@ fn apply_change(
                 let keep = compute::kernels::boolean::and_not(alive, &mask)?;
                 out.kept.extend(keep_rows(b, &keep)?);
             }
-            RowChange::SetNull(cols) => {
+            RowChange::SetNull(_) => {
                 let mask = predicate.evaluate(b)?;
                 out.purged += compute::kernels::boolean::and_not(&mask, alive)?.true_count() as u64;
                 let mask = compute::and(&mask, alive)?;
-                // Only rows where some target column still holds a value change.
+                // Only rows where some target column (or nested field) still holds a value
+                // change; a nested field is nulled inside its column, the rest kept.
                 let mut changed = BooleanArray::from(vec![false; b.num_rows()]);
-                for c in cols {
-                    let col = b
-                        .column_by_name(c)
-                        .ok_or_else(|| Error::invalid(format!("no column `{c}`")))?;
-                    let present = compute::is_not_null(col)?;
-                    changed = compute::or(&changed, &compute::and(&mask, &present)?)?;
+                let mut columns: Vec<ArrayRef> = b.columns().to_vec();
+                for p in nulled {
+                    let (col, c) = nested::set_null(&columns[p.column], &p.steps, &mask)?;
+                    columns[p.column] = col;
+                    changed = compute::or(&changed, &c)?;
                 }
                 let n = changed.true_count() as u64;
                 out.matched += n;
                 let b = if n == 0 {
                     b.clone()
                 } else {
-                    let mut columns: Vec<ArrayRef> = b.columns().to_vec();
-                    for c in cols {
-                        let i = b.schema().index_of(c)?;
-                        let nulls = new_null_array(columns[i].data_type(), b.num_rows());
-                        columns[i] = compute::kernels::zip::zip(&changed, &nulls, &columns[i])?;
-                    }
                     RecordBatch::try_new(b.schema(), columns)?
                 };
                 out.kept.extend(keep_rows(&b, alive)?);

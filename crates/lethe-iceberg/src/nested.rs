@@ -177,10 +177,16 @@ pub fn nearest(schema: &Schema, path: &str) -> Option<String> {
 }
 
 fn nearest_in(all: &[FieldPath], path: &str) -> Option<String> {
-    all.iter()
-        .map(|p| (strsim::levenshtein(&p.name, path), p.name.len(), &p.name))
+    nearest_name(all.iter().map(|p| p.name.as_str()), path)
+}
+
+/// The name among `names` nearest to `path` (edit distance, ties to the shorter name), for
+/// error messages.
+pub fn nearest_name<'a>(names: impl Iterator<Item = &'a str>, path: &str) -> Option<String> {
+    names
+        .map(|n| (strsim::levenshtein(n, path), n.len(), n))
         .min()
-        .map(|(_, _, n)| n.clone())
+        .map(|(_, _, n)| n.to_string())
 }
 
 /// A type as Iceberg writes it for people: `struct<email: string, phone: string>`,

@@ -237,19 +237,23 @@ pub async fn discover(a: DiscoverArgs, config: Option<&Path>) -> anyhow::Result<
                         format!("reviewed {}", c.reviewed.clone().unwrap_or_default())
                     }
                     Status::Unclassified => "unclassified".to_string(),
+                    Status::Fields => "its fields, below".to_string(),
                 };
                 let why = c
                     .proposal
                     .as_ref()
                     .map(|p| p.reasons.join("; "))
                     .unwrap_or_default();
-                vec![c.column.clone(), proposed, status, why]
+                vec![c.column.clone(), c.ty.clone(), proposed, status, why]
             })
             .collect();
         print!(
             "{}",
-            out::table(&["column", "proposed", "metadata.toml", "why"], &rows)
+            out::table(&["column", "type", "proposed", "metadata.toml", "why"], &rows)
         );
+        if let Some(k) = &t.key {
+            println!("proposed key: {} ({})", k.columns.join(", "), k.reason);
+        }
     }
     for u in &report.unreadable {
         println!("\ncan't read {}: {}", u.table, u.error);
@@ -291,7 +295,7 @@ pub async fn discover(a: DiscoverArgs, config: Option<&Path>) -> anyhow::Result<
             report.unreadable.len()
         );
     }
-    if !report.written && report.proposed > 0 {
+    if !report.written && (report.proposed > 0 || report.tables.iter().any(|t| t.key.is_some())) {
         println!("next: review the diff, then `lethe discover --write`");
     }
     Ok(code)

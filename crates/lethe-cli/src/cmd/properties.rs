@@ -35,6 +35,8 @@ pub async fn run(c: PropertiesCommand, config: Option<&Path>) -> anyhow::Result<
     let ws = super::workspace(config)?;
     let gov = ws.governance()?;
     let wh = &ws.warehouse;
+    // Classifications name nested fields by path: every one must exist.
+    lethe::governance::paths::check(&gov, &lethe::governance::paths::catalog_schemas(wh).await?)?;
     match c {
         PropertiesCommand::Generate { json } => {
             let mut all = Vec::new();

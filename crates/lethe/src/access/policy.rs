@@ -367,13 +367,19 @@ impl Policy {
         })
     }
 
-    /// What `role` sees of `table`, whose columns are `columns`; the reason of a refusal
-    /// otherwise (not granted, or unclassified columns for a role that may not read them).
+    /// What `role` sees of `table`, whose columns are `columns` (top-level, with their Arrow
+    /// types); the reason of a refusal otherwise (not granted, or unclassified columns for a
+    /// role that may not read them).
+    ///
+    /// A nested column (struct, list, map) is masked by its fields: each field gets its mask as
+    /// a column would (a per-column override by its path, `identifier`, its classification or
+    /// its nearest classified parent's); the column is shown clear when every field is clear,
+    /// and null whole otherwise (fail-closed: no field is shown that a mask would change).
     pub fn access(
         &self,
         r: &Resolved<'_>,
         table: &str,
-        columns: &[String],
+        columns: &[(String, DataType)],
         gov: &Governance,
     ) -> std::result::Result<TableAccess, String> {
         let role = r.role;
@@ -383,8 +389,18 @@ impl Policy {
                 r.role_name, r.role_name
             ));
         }
-        let unclassified: Vec<&str> = columns
+        // Every column by its leaves (a top-level primitive column is its own leaf).
+        let leaves: Vec<(String, Vec<String>)> = columns
             .iter()
+            .map(|(c, t)| {
+                let mut l = Vec::new();
+                leaf_paths(c, t, &mut l);
+                (c.clone(), l.into_iter().map(|(p, _)| p).collect())
+            })
+            .collect();
+        let unclassified: Vec<&str> = leaves
+            .iter()
+            .flat_map(|(_, l)| l.iter())
             .filter(|c| gov.metadata.classification(table, c).is_none())
             .map(String::as_str)
             .collect();
@@ -394,25 +410,39 @@ impl Policy {
                 unclassified.join(", ")
             ));
         }
-        let identifiers = identifier_columns(gov, table, columns);
+        let all: Vec<String> = leaves.iter().flat_map(|(_, l)| l.clone()).collect();
+        let identifiers = identifier_columns(gov, table, &all);
         let overrides = role.columns.get(table);
-        let out = columns
+        let mask_of = |c: &String| -> Mask {
+            if let Some(m) = overrides.and_then(|o| o.get(c)) {
+                *m
+            } else if identifiers.contains(c) && role.masks.identifier.is_some() {
+                role.masks.identifier.unwrap_or(Mask::Null)
+            } else {
+                match gov.metadata.classification(table, c) {
+                    Some(Classification::Personal) => role.masks.personal,
+                    Some(Classification::Sensitive) => role.masks.sensitive,
+                    Some(Classification::Internal) => role.masks.internal,
+                    Some(Classification::Public) => role.masks.public,
+                    // Only reachable with unclassified = "allow".
+                    None => Some(Mask::Clear),
+                }
+                .unwrap_or(Mask::Null)
+            }
+        };
+        let out = leaves
             .iter()
-            .map(|c| {
-                let mask = if let Some(m) = overrides.and_then(|o| o.get(c)) {
-                    *m
-                } else if identifiers.contains(c) && role.masks.identifier.is_some() {
-                    role.masks.identifier.unwrap_or(Mask::Null)
-                } else {
-                    match gov.metadata.classification(table, c) {
-                        Some(Classification::Personal) => role.masks.personal,
-                        Some(Classification::Sensitive) => role.masks.sensitive,
-                        Some(Classification::Internal) => role.masks.internal,
-                        Some(Classification::Public) => role.masks.public,
-                        // Only reachable with unclassified = "allow".
-                        None => Some(Mask::Clear),
+            .map(|(c, l)| {
+                let mask = match (overrides.and_then(|o| o.get(c)), l.as_slice()) {
+                    (Some(m), _) => *m,
+                    (None, [only]) if only == c => mask_of(c),
+                    (None, l) => {
+                        if l.iter().all(|f| mask_of(f) == Mask::Clear) {
+                            Mask::Clear
+                        } else {
+                            Mask::Null
+                        }
                     }
-                    .unwrap_or(Mask::Null)
                 };
                 (c.clone(), mask)
             })
@@ -485,15 +515,32 @@ impl Policy {
                 let schema = tables
                     .get(t)
                     .ok_or_else(|| f.error_at(&key, format!("unknown table `{t}`")))?;
+                let mut paths = Vec::new();
+                for field in schema.fields() {
+                    all_paths(field.name(), field.data_type(), &mut paths);
+                }
                 for (c, m) in cols {
-                    let field = schema.field_with_name(c).map_err(|_| {
-                        f.error_at(
-                            &format!("{key}.{c}"),
-                            format!("table `{t}` has no column `{c}`"),
-                        )
-                    })?;
-                    mask_fits(*m, field.data_type())
-                        .map_err(|e| f.error_at(&format!("{key}.{c}"), e))?;
+                    let at = if c.contains('.') {
+                        format!("{key}.\"{c}\"")
+                    } else {
+                        format!("{key}.{c}")
+                    };
+                    let Some((_, ty)) = paths.iter().find(|(p, _)| p == c) else {
+                        let near = lethe_iceberg::nested::nearest_name(
+                            paths.iter().map(|(p, _)| p.as_str()),
+                            c,
+                        );
+                        return Err(f.error_at(
+                            &at,
+                            match near {
+                                Some(n) => format!(
+                                    "table `{t}` has no column `{c}` (the nearest is `{n}`)"
+                                ),
+                                None => format!("table `{t}` has no column `{c}`"),
+                            },
+                        ));
+                    };
+                    mask_fits(*m, ty).map_err(|e| f.error_at(&at, e))?;
                 }
             }
             for (t, text) in &role.row_filters {
@@ -528,6 +575,42 @@ impl Policy {
         }
         Ok(())
     }
+}
+
+/// Every path of an Arrow column, as Iceberg names them (`contact`, `contact.email`,
+/// `addresses.element`, `attributes.key`, `attributes.value`), with its type.
+fn all_paths(name: &str, t: &DataType, out: &mut Vec<(String, DataType)>) {
+    out.push((name.to_string(), t.clone()));
+    match t {
+        DataType::Struct(fs) => {
+            for f in fs {
+                all_paths(&format!("{name}.{}", f.name()), f.data_type(), out);
+            }
+        }
+        DataType::List(f) | DataType::LargeList(f) => {
+            all_paths(&format!("{name}.element"), f.data_type(), out)
+        }
+        DataType::Map(entries, _) => {
+            if let DataType::Struct(kv) = entries.data_type() {
+                for (f, part) in kv.iter().zip(["key", "value"]) {
+                    all_paths(&format!("{name}.{part}"), f.data_type(), out);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The leaf paths of an Arrow column (itself, when it is not nested).
+fn leaf_paths(name: &str, t: &DataType, out: &mut Vec<(String, DataType)>) {
+    let mut all = Vec::new();
+    all_paths(name, t, &mut all);
+    out.extend(all.into_iter().filter(|(_, t)| {
+        !matches!(
+            t,
+            DataType::Struct(_) | DataType::List(_) | DataType::LargeList(_) | DataType::Map(..)
+        )
+    }));
 }
 
 /// Columns of `table` that identify some subject: classified `identifies = ...`, or named as a
@@ -672,6 +755,13 @@ postcode = { prefix = 3 }
 "crm.people" = "country = $country"
 "#;
 
+    fn typed(names: &[&str]) -> Vec<(String, DataType)> {
+        names
+            .iter()
+            .map(|n| (n.to_string(), DataType::Utf8))
+            .collect()
+    }
+
     fn schemas() -> BTreeMap<String, ArrowSchema> {
         let mut m = BTreeMap::new();
         m.insert(
@@ -711,10 +801,7 @@ postcode = { prefix = 3 }
         let p = policy(DRAFT);
         p.check(&schemas(), &g).unwrap();
         let r = p.resolve("alice").unwrap();
-        let cols: Vec<String> = ["person_id", "postcode", "country", "born"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        let cols = typed(&["person_id", "postcode", "country", "born"]);
         let a = p.access(&r, "crm.people", &cols, &g).unwrap();
         assert_eq!(
             a.columns,
@@ -753,7 +840,7 @@ postcode = { prefix = 3 }
         let g = gov(dir.path());
         let p = policy(DRAFT);
         let r = p.resolve("alice").unwrap();
-        let cols = vec!["person_id".to_string(), "shoe_size".to_string()];
+        let cols = typed(&["person_id", "shoe_size"]);
         let err = p.access(&r, "crm.people", &cols, &g).unwrap_err();
         assert!(err.contains("shoe_size"), "{err}");
         let open = policy(&DRAFT.replace(

@@ -680,8 +680,11 @@ impl Enforcer {
     }
 }
 
-fn column_names(s: &ArrowSchema) -> Vec<String> {
-    s.fields().iter().map(|f| f.name().clone()).collect()
+fn column_names(s: &ArrowSchema) -> Vec<(String, arrow::datatypes::DataType)> {
+    s.fields()
+        .iter()
+        .map(|f| (f.name().clone(), f.data_type().clone()))
+        .collect()
 }
 
 /// The view of one table: `Projection(masks) <- Filter(row filter) <- TableScan(raw)`.

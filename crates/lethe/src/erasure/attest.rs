@@ -8,7 +8,10 @@
 //! places outside the warehouse declared in lethe.toml (backups...). It holds no value of the
 //! person. Logical erasure is COMPLETE when every step ran and no planned table's current
 //! snapshot holds the subject's rows; physical purge is COMPLETE when, in addition, no file
-//! holds a trace and every file could be read.
+//! holds a trace, every file could be read, and the traces searched for cover every personal
+//! column of the tables the erasure changed ([`crate::erasure::searched`]: the attestation
+//! lists the kinds of trace searched for, and names the personal columns that were not
+//! traces — then the physical purge is INCOMPLETE and the case file's values are kept).
 
 use std::collections::BTreeMap;
 
@@ -22,6 +25,7 @@ use crate::erasure::erase::{Journal, find_request};
 use crate::erasure::mentions::{TableMentions, mentions};
 use crate::erasure::plan::{Action, Coverage};
 use crate::erasure::prove::{ProveReport, prove};
+use crate::erasure::searched::{Changed, Searched, searched};
 use crate::error::{Error, Result};
 use crate::workspace::Workspace;
 use lethe_iceberg::catalog::TableName;
@@ -76,7 +80,9 @@ pub struct Residual {
 pub struct Verdict {
     /// COMPLETE or INCOMPLETE: the subject's rows are gone from every planned table.
     pub logical: String,
-    /// COMPLETE or PENDING: no file holds a trace.
+    /// COMPLETE: every file was read and none holds a trace, and every personal column of the
+    /// tables the erasure changed was searched for (or declared not identifying); INCOMPLETE
+    /// when some wasn't; PENDING otherwise.
     pub physical: String,
     /// What remains, in words.
     pub remaining: Vec<String>,
@@ -107,6 +113,9 @@ pub struct Attestation {
     pub scan: BTreeMap<String, u64>,
     /// Files that hold the subject's traces or couldn't be read (paths, places, kinds).
     pub holding: Vec<String>,
+    /// What the proof searched for: the kinds of trace, and per table the erasure changed its
+    /// personal columns by how they were accounted for.
+    pub searched: Searched,
     /// Rows elsewhere whose text mentions the subject, for review.
     pub mentions: BTreeMap<String, TableMentions>,
     /// Places outside the warehouse that may hold the subject.
@@ -212,11 +221,14 @@ pub async fn attest(
             let t = ws.warehouse.load(&TableName::parse(&s.table)?).await?;
             let rows = select_rows(&ws.warehouse, &t, &Predicate::is_in(col.clone(), own)).await?;
             residual.rows = rows.iter().map(|b| b.num_rows() as u64).sum();
+            let schema = t.metadata.current_schema();
             for c in &s.erase_columns {
                 for b in &rows {
-                    if let Some(a) = b.column_by_name(c) {
-                        residual.values_not_erased +=
-                            (a.len() - arrow::array::Array::null_count(a)) as u64;
+                    // Nested paths too: every list element's field, every map value.
+                    if let Ok(counts) =
+                        crate::governance::identifiers::path_value_counts(b, schema, c)
+                    {
+                        residual.values_not_erased += counts.iter().sum::<u64>();
                     }
                 }
             }
@@ -286,6 +298,19 @@ pub async fn attest(
             journal.min_age_seconds
         ));
     }
+    // The proof can't claim what it didn't search for.
+    let changed: Vec<Changed<'_>> = journal
+        .steps
+        .iter()
+        .map(|s| Changed {
+            table: &s.table,
+            action: s.action,
+            column: s.column.as_deref(),
+        })
+        .collect();
+    let searched = searched(ws, &ws.governance()?, &case, &changed).await?;
+    let search_complete = searched.is_complete();
+    remaining.extend(searched.remaining());
     progress("mentions");
     let mentions = mentions(ws, std::slice::from_ref(&case), report.prefix_len).await?;
     let mut residuals: Vec<Residual> = ws
@@ -299,6 +324,9 @@ pub async fn attest(
             control: r.control.clone(),
         })
         .collect();
+    if !search_complete {
+        physical_ok = false;
+    }
     let values_held = !(destroy && logical_ok && physical_ok);
     residuals.push(Residual {
         place: format!("case file {}", case_path(ws, request).display()),
@@ -347,6 +375,7 @@ pub async fn attest(
         cleanup,
         scan,
         holding,
+        searched,
         mentions,
         residuals,
         case_file,
@@ -358,6 +387,8 @@ pub async fn attest(
             },
             physical: if physical_ok {
                 "COMPLETE".into()
+            } else if !search_complete {
+                "INCOMPLETE".into()
             } else {
                 "PENDING".into()
             },
@@ -374,6 +405,7 @@ pub async fn attest(
             ids: BTreeMap::new(),
             values: Vec::new(),
             exempt_tables: case.exempt_tables.clone(),
+            value_columns: case.value_columns.clone(),
             rows: case.rows.clone(),
             destroyed: true,
         };
@@ -529,7 +561,7 @@ pub fn html(a: &Attestation, plan: &crate::erasure::plan::Plan) -> String {
 <p class=\"v\">Logical erasure: {log} &middot; Physical purge: {phys}</p><h2>What remains</h2>{rem}\
 <h2>Plan</h2><p>Coverage: {disc} tables discovered, {res} resolved automatically, {ex} exempt, {unres} unresolved ({pct:.1}%).</p>{svg}\
 <h2>Per table</h2><table><tr><th>table</th><th>action</th><th>rows affected</th><th>commits</th><th>residual</th></tr>{rows}</table>\
-<h2>Cleanup</h2><table>{cleanup}</table><h2>Proof scan</h2><table>{scan}</table><h2>Files holding traces</h2>{holding}\
+<h2>Cleanup</h2><table>{cleanup}</table><h2>Proof scan</h2><table>{scan}</table><h2>Searched for</h2>{traces}<h2>Files holding traces</h2>{holding}\
 <h2>Mentions for review</h2><p>{mentions} row(s) elsewhere mention the subject.</p><h2>Outside the warehouse</h2>{residuals}\
 <h2>Case file</h2><table>{case}</table><p>This page holds no value of the person: IDs of requests, tables, snapshots and files, and counts.</p></body></html>",
         req = esc(&a.request),
@@ -554,6 +586,7 @@ pub fn html(a: &Attestation, plan: &crate::erasure::plan::Plan) -> String {
         cleanup = kv(&a.cleanup),
         scan = kv(&a.scan),
         holding = list(&a.holding),
+        traces = list(&a.searched.traces),
         mentions = a.mentions.values().map(|m| m.rows).sum::<u64>(),
         residuals = list(&residuals),
         case = a

@@ -51,6 +51,11 @@ pub struct CaseFile {
     pub values: Vec<ValueTrace>,
     /// Tables kept under an exception (there the IDs are expected).
     pub exempt_tables: Vec<String>,
+    /// The columns read as identifying values, by table: the root table's `values` and the
+    /// erased columns of each REWRITE (names only; kept after the values are destroyed, so the
+    /// attestation can say what was searched for).
+    #[serde(default)]
+    pub value_columns: BTreeMap<String, Vec<String>>,
     /// Rows of the subject per table before the erasure.
     pub rows: BTreeMap<String, u64>,
     /// Whether the values above were destroyed (after a COMPLETE attestation).

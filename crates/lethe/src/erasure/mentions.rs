@@ -1,7 +1,9 @@
 //! Mentions: rows the plan doesn't delete whose text names the subject (another learner's
 //! ticket giving the subject's email), counted and listed by table and row key for a person to
 //! review. Matching is as the proof scan's: the first (truncation length − 1) characters of each
-//! identifying value, lowercased, anywhere in a text column.
+//! identifying value, lowercased, anywhere in a text column or nested text field (struct
+//! fields, list elements, map keys and values). Rows are named by the table's first key
+//! column in `metadata.toml` (a struct field may be one), else by row number.
 
 use std::collections::BTreeMap;
 
@@ -13,16 +15,28 @@ use serde::Serialize;
 use crate::erasure::case::CaseFile;
 use crate::error::{Error, Result};
 use crate::workspace::Workspace;
+use crate::governance::identifiers::column_array;
+use iceberg::spec::{PrimitiveType, Type};
+use lethe_iceberg::nested::{FieldPath, field_paths, leaf};
 use lethe_iceberg::read::read_data_file;
+
+/// Whether `v` mentions a pattern (ASCII case-insensitively; other text lowercased first).
+fn matches(ac: &AhoCorasick, v: &str) -> bool {
+    if v.is_ascii() {
+        ac.is_match(v)
+    } else {
+        ac.is_match(&v.to_lowercase())
+    }
+}
 
 /// Mentions found in one table.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct TableMentions {
     /// Rows that mention a subject.
     pub rows: u64,
-    /// Their keys (the table's first key column, or row numbers), for review.
+    /// Their keys (`key=value` of the table's first key column, or row numbers), for review.
     pub keys: Vec<String>,
-    /// The text columns they were found in.
+    /// The text columns (nested paths too) they were found in.
     pub columns: Vec<String>,
 }
 
@@ -73,6 +87,15 @@ pub async fn mentions(
             .metadata
             .table(&tname)
             .and_then(|m| m.key.first().cloned());
+        let text_fields: Vec<FieldPath> = field_paths(&schema)
+            .into_iter()
+            .filter(|p| {
+                matches!(
+                    p.field.field_type.as_ref(),
+                    Type::Primitive(PrimitiveType::String)
+                )
+            })
+            .collect();
         let mut found = TableMentions::default();
         let mut row_base = 0u64;
         for f in wh.current_files(&t).await? {
@@ -83,8 +106,8 @@ pub async fn mentions(
                 let n = b.num_rows();
                 let mut own = vec![false; n];
                 for (col, vals) in &ids {
-                    if let Some(c) = b.column_by_name(col) {
-                        let c = arrow::compute::cast(c, &DataType::Utf8)?;
+                    if let Some(c) = column_array(&b, col) {
+                        let c = arrow::compute::cast(&c, &DataType::Utf8)?;
                         let s = c.as_string::<i32>();
                         for (i, o) in own.iter_mut().enumerate() {
                             if s.is_valid(i) && vals.contains(s.value(i)) {
@@ -94,39 +117,30 @@ pub async fn mentions(
                     }
                 }
                 let mut hit = vec![false; n];
-                for (fi, field) in b.schema().fields().iter().enumerate() {
-                    if !matches!(
-                        field.data_type(),
-                        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
-                    ) {
-                        continue;
-                    }
-                    let c = arrow::compute::cast(b.column(fi), &DataType::Utf8)?;
+                // Every text field: top-level columns, struct fields, list elements, map
+                // keys and values.
+                for p in &text_fields {
+                    let l = leaf(b.column(p.column), &p.steps)?;
+                    let c = arrow::compute::cast(&l.values, &DataType::Utf8)?;
                     let s = c.as_string::<i32>();
                     let mut any = false;
-                    for i in 0..n {
-                        if own[i] || !s.is_valid(i) {
+                    for (row, slot) in l.present() {
+                        if own[row] {
                             continue;
                         }
-                        let v = s.value(i);
-                        let matched = if v.is_ascii() {
-                            ac.is_match(v)
-                        } else {
-                            ac.is_match(&v.to_lowercase())
-                        };
-                        if matched {
-                            hit[i] = true;
+                        if matches(&ac, s.value(slot)) {
+                            hit[row] = true;
                             any = true;
                         }
                     }
-                    if any && !found.columns.contains(field.name()) {
-                        found.columns.push(field.name().clone());
+                    if any && !found.columns.contains(&p.name) {
+                        found.columns.push(p.name.clone());
                     }
                 }
                 let keycol = key
                     .as_ref()
-                    .and_then(|k| b.column_by_name(k))
-                    .map(|c| arrow::compute::cast(c, &DataType::Utf8))
+                    .and_then(|k| column_array(&b, k))
+                    .map(|c| arrow::compute::cast(&c, &DataType::Utf8))
                     .transpose()?;
                 for (i, h) in hit.iter().enumerate() {
                     if *h {

@@ -1,8 +1,8 @@
 //! The erasure job: [`plan`] (and [`explain`]) from the catalog, governance and lineage;
 //! [`erase`] carries the plan out, journaled and resumable, keeping the subject's traces in a
 //! [`case`] file until they are no longer needed; [`prove`] scans every file for those traces;
-//! [`mentions`] finds rows that name the subject in free text; [`attest`] issues the
-//! attestation; the [`register`] keeps keyed hashes of erased subjects.
+//! [`mentions`] finds rows that name the subject in free text; [`searched`] accounts for what
+//! the scan searched for; [`attest`] issues the attestation; the [`register`] keeps keyed hashes of erased subjects.
 
 pub mod attest;
 pub mod case;
@@ -12,3 +12,4 @@ pub mod mentions;
 pub mod plan;
 pub mod prove;
 pub mod register;
+pub mod searched;

@@ -109,7 +109,8 @@ fn traces_of(case: &CaseFile) -> SubjectTraces {
             .ids
             .iter()
             .map(|(col, vals)| IdTrace {
-                column: col.clone(),
+                // The scan matches IDs by a column's own name: a struct field's last part.
+                column: col.rsplit('.').next().unwrap_or(col).to_string(),
                 values: vals
                     .iter()
                     .map(|v| match v.parse::<i64>() {

@@ -258,10 +258,9 @@ pub async fn resolve(
     let mut seen: HashSet<String> = HashSet::new();
     let mut out = Vec::new();
     for b in &rows {
-        let c = b
-            .column_by_name(&d.column)
+        let c = column_array(b, &d.column)
             .ok_or_else(|| Error::Internal(format!("no column {} in rows read", d.column)))?;
-        let c = arrow::compute::cast(c, &DataType::Utf8)?;
+        let c = arrow::compute::cast(&c, &DataType::Utf8)?;
         let s = c.as_string::<i32>();
         for i in 0..s.len() {
             if !s.is_valid(i) {
@@ -347,10 +346,8 @@ pub fn identifier_columns(
 /// The values of an identifier column as text (as the register hashes them).
 pub fn id_strings(b: &arrow::array::RecordBatch, column: &str) -> Result<Vec<Option<String>>> {
     use arrow::array::{Array, AsArray};
-    let c = b
-        .column_by_name(column)
-        .ok_or_else(|| Error::invalid(format!("no column `{column}`")))?;
-    let c = arrow::compute::cast(c, &arrow::datatypes::DataType::Utf8)?;
+    let c = column_array(b, column).ok_or_else(|| Error::invalid(format!("no column `{column}`")))?;
+    let c = arrow::compute::cast(&c, &arrow::datatypes::DataType::Utf8)?;
     let s = c.as_string::<i32>();
     Ok((0..s.len())
         .map(|i| s.is_valid(i).then(|| s.value(i).to_string()))
@@ -373,9 +370,9 @@ pub fn column_values(batches: &[arrow::array::RecordBatch], column: &str) -> Res
     let mut out: Vec<Value> = Vec::new();
     let mut seen = BTreeSet::new();
     for b in batches {
-        let c = b
-            .column_by_name(column)
+        let c = column_array(b, column)
             .ok_or_else(|| Error::invalid(format!("no column `{column}`")))?;
+        let c = &c;
         match c.data_type() {
             DataType::Int64 | DataType::Int32 => {
                 let c = arrow::compute::cast(c, &DataType::Int64)?;
@@ -405,6 +402,65 @@ pub fn column_values(batches: &[arrow::array::RecordBatch], column: &str) -> Res
                     detail: "identifiers are whole numbers or text".into(),
                 });
             }
+        }
+    }
+    Ok(out)
+}
+
+/// The array of a column of rows read in a table's current schema: a top-level column, or a
+/// struct field by its dotted path (`contact.email`, with its parents' nulls).
+pub fn column_array(b: &arrow::array::RecordBatch, column: &str) -> Option<arrow::array::ArrayRef> {
+    b.column_by_name(column)
+        .cloned()
+        .or_else(|| lethe_iceberg::nested::struct_field(b, column))
+}
+
+/// Per row of `b` (rows read in `schema`, the table's current schema), the values at `path`
+/// as text: every element of a list, every value of a map, and, when `path` names a struct,
+/// list or map, every field under it (map keys only when named). Whole numbers are left out:
+/// they are IDs, not identifying values.
+pub fn path_texts(
+    b: &arrow::array::RecordBatch,
+    schema: &iceberg::spec::Schema,
+    path: &str,
+) -> Result<Vec<Vec<String>>> {
+    let target = lethe_iceberg::nested::resolve(schema, path)?;
+    let mut out = vec![Vec::new(); b.num_rows()];
+    for p in lethe_iceberg::nested::field_paths(schema) {
+        let named = p.id() == target.id();
+        if !p.is_leaf() || !p.is_under(&target) || (p.map_key && !named) {
+            continue;
+        }
+        if matches!(
+            p.field.field_type.as_ref(),
+            Type::Primitive(PrimitiveType::Int | PrimitiveType::Long)
+        ) {
+            continue;
+        }
+        let l = lethe_iceberg::nested::leaf(b.column(p.column), &p.steps)?;
+        for (row, vals) in l.texts_by_row(b.num_rows())?.into_iter().enumerate() {
+            out[row].extend(vals);
+        }
+    }
+    Ok(out)
+}
+
+/// Per row of `b`, how many values `path` holds (a list's elements, a map's values, every
+/// field under a struct).
+pub fn path_value_counts(
+    b: &arrow::array::RecordBatch,
+    schema: &iceberg::spec::Schema,
+    path: &str,
+) -> Result<Vec<u64>> {
+    let target = lethe_iceberg::nested::resolve(schema, path)?;
+    let mut out = vec![0u64; b.num_rows()];
+    for p in lethe_iceberg::nested::field_paths(schema) {
+        if !p.is_leaf() || !p.is_under(&target) || (p.map_key && p.id() != target.id()) {
+            continue;
+        }
+        let l = lethe_iceberg::nested::leaf(b.column(p.column), &p.steps)?;
+        for (row, _) in l.present() {
+            out[row] += 1;
         }
     }
     Ok(out)

@@ -12,6 +12,11 @@
 //!
 //! Classifications: `personal`, `sensitive`, `internal`, `public`. A column nobody classified is
 //! treated as closed (fail-closed) by the access policy and by the generated metrics properties.
+//!
+//! Nested fields are classified by path, quoted: `"contact.email" = "personal"`,
+//! `"addresses.element.street" = "personal"`, `"attributes.value" = "sensitive"`. An entry for
+//! a struct, list or map classifies every field under it that has no entry of its own. `key`
+//! may name a struct field too.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -168,27 +173,20 @@ impl MetadataFile {
         self.value.tables.get(table)
     }
 
-    /// A column's classification.
+    /// A column's classification: its own entry, or (for a nested field) the entry of the
+    /// nearest enclosing struct, list or map classified as a whole. Paths are matched by full
+    /// name (`addresses.element.street`) and by short name (`addresses.street`).
     pub fn classification(&self, table: &str, column: &str) -> Option<Classification> {
-        self.table(table)?
-            .columns
-            .get(column)
-            .map(ColumnEntry::classification)
+        self.entry(table, column).map(ColumnEntry::classification)
     }
 
-    /// Checks that the columns named exist in the table's schema (`columns` lists them).
-    pub fn check_table(&self, table: &str, columns: &[String]) -> Result<()> {
-        if let Some(t) = self.table(table) {
-            for c in t.columns.keys().chain(t.key.iter()) {
-                if !columns.iter().any(|x| x == c) {
-                    return Err(self.error_at(
-                        &format!("tables.\"{table}\".columns.{c}"),
-                        format!("table `{table}` has no column `{c}`"),
-                    ));
-                }
-            }
-        }
-        Ok(())
+    /// A column's entry, as [`Self::classification`] finds it.
+    pub fn entry(&self, table: &str, column: &str) -> Option<&ColumnEntry> {
+        let cols = &self.table(table)?.columns;
+        crate::governance::paths::self_and_parents(column).find_map(|p| {
+            cols.get(p)
+                .or_else(|| cols.get(&crate::governance::paths::short_name(p)))
+        })
     }
 }
 

@@ -1,13 +1,15 @@
 //! Governance as reviewed files in `governance/`: classifications, retention rules and legal
 //! exceptions, privacy subjects.
 //!
-//! Every file is parsed with errors naming the file, line and key ([`crate::tomlfile`]). Checks
-//! that need the catalog (a rule naming a table that doesn't exist, a `counted_from` column that
+//! Every file is parsed with errors naming the file, line and key ([`crate::tomlfile`]). Columns
+//! may be nested paths (`contact.email`, `addresses.element.street`), checked against the
+//! catalog by [`paths::check`]. Checks that need the catalog (a rule naming a table that doesn't exist, a `counted_from` column that
 //! isn't a date) are in [`crate::lifecycle::retention::check_rules`] and friends, and report the line of
 //! the offending key too.
 
 pub mod identifiers;
 pub mod metadata;
+pub mod paths;
 pub mod retention;
 pub mod subjects;
 

@@ -8,7 +8,20 @@
 //! first_seen = "signed_up_at"                   # when the subject's first record was made
 //! [learner.no_action]
 //! "learning.courses" = "the course catalogue holds no learner data"
+//! [learner.not_identifying]                     # personal columns the proof needn't search for
+//! "learning.events.user_agent" = "a browser's user agent is shared by many learners"
 //! ```
+//!
+//! Columns may be nested paths: `values = ["contact.email", "addresses.element.street",
+//! "attributes.value"]` (every list element, every map value; a struct, list or map named whole
+//! means every field under it). The root identifier is a top-level column; further identifiers
+//! and mapped columns may be struct fields. See [`crate::governance::paths`].
+//!
+//! The proof scan searches for the subject's IDs and identifying values only. Every column
+//! `metadata.toml` classifies personal or sensitive in a table the plan changes must be one of
+//! those (an identifier, a value, or an erased column of a REWRITE) or be declared in
+//! `not_identifying` with a reason; otherwise the attestation says what wasn't searched for
+//! and is not COMPLETE.
 //!
 //! `--subject learner=3590` addresses one subject; its ID must parse as the root identifier
 //! column's type.
@@ -40,7 +53,8 @@ pub struct Subject {
     /// Further identifiers, resolved through a mapping table.
     #[serde(default)]
     pub mapped: Vec<Mapped>,
-    /// Identifying value columns of the root table, searched by the proof scan.
+    /// Identifying value columns of the root table (nested paths too), searched by the proof
+    /// scan.
     #[serde(default)]
     pub values: Vec<String>,
     /// A date or timestamp column of the root table: when the subject's first record was made.
@@ -51,6 +65,10 @@ pub struct Subject {
     /// Tables declared free of this subject's data, with the justification.
     #[serde(default)]
     pub no_action: BTreeMap<String, String>,
+    /// Personal or sensitive columns (`namespace.table.column`, nested paths too) declared not
+    /// to identify this subject, with the reason: the proof needn't search for their values.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub not_identifying: BTreeMap<String, String>,
 }
 
 impl Subject {

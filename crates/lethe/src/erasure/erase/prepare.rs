@@ -16,6 +16,7 @@ use crate::erasure::plan::{self, Action, Inventory, Plan, Step};
 use crate::erasure::register::RegisterKey;
 use crate::error::{Error, Result};
 use crate::governance::Governance;
+use crate::governance::identifiers::path_texts;
 use crate::governance::subjects::{Subject, SubjectRef};
 use crate::workspace::Workspace;
 
@@ -167,9 +168,9 @@ fn column_values_aligned(
 ) -> Result<Vec<Option<Value>>> {
     use arrow::array::{Array, AsArray};
     use arrow::datatypes::DataType;
-    let c = b
-        .column_by_name(column)
+    let c = crate::governance::identifiers::column_array(b, column)
         .ok_or_else(|| Error::invalid(format!("no column `{column}`")))?;
+    let c = &c;
     Ok(match c.data_type() {
         DataType::Int64 | DataType::Int32 => {
             let c = arrow::compute::cast(c, &DataType::Int64)?;
@@ -242,6 +243,10 @@ pub async fn prepare(
     for c in &mut cases {
         c.values.sort();
         c.values.dedup();
+        for cols in c.value_columns.values_mut() {
+            cols.sort();
+            cols.dedup();
+        }
     }
     Ok(Prepared {
         plan: p,
@@ -328,7 +333,8 @@ fn trace_ids(p: &Plan, attributed: &Attributed, cases: &mut [CaseFile]) {
     }
 }
 
-/// The identifying values (subjects.toml `values`) of each subject's root rows.
+/// The identifying values (subjects.toml `values`, nested paths too: every list element and
+/// map value) of each subject's root rows; each case records the columns read.
 async fn trace_root_values(
     ws: &Workspace,
     subject: &Subject,
@@ -338,20 +344,30 @@ async fn trace_root_values(
     let wh = &ws.warehouse;
     let (root_table, root_column) = subject.root()?;
     let t = wh.load(&TableName::parse(&root_table)?).await?;
+    let schema = t.metadata.current_schema().clone();
+    for c in cases.iter_mut() {
+        c.value_columns
+            .entry(root_table.clone())
+            .or_default()
+            .extend(subject.values.iter().cloned());
+    }
     let rows = select_rows(wh, &t, &Predicate::is_in(root_column.clone(), ids.to_vec())).await?;
     for b in &rows {
         let owners = column_values_aligned(b, &root_column)?;
         for col in &subject.values {
-            let vals = column_values_aligned(b, col)?;
-            for (o, v) in owners.iter().zip(vals) {
-                if let (Some(o), Some(Value::Str(v))) = (o, v)
-                    && let Some(i) = ids.iter().position(|x| x == o)
-                    && !v.trim().is_empty()
-                {
-                    cases[i].values.push(ValueTrace {
-                        kind: col.clone(),
-                        value: v,
-                    });
+            let vals = path_texts(b, &schema, col)
+                .map_err(|e| Error::invalid(format!("{root_table}: {e}")))?;
+            for (o, vs) in owners.iter().zip(vals) {
+                let Some(i) = o.as_ref().and_then(|o| ids.iter().position(|x| x == o)) else {
+                    continue;
+                };
+                for v in vs {
+                    if !v.trim().is_empty() {
+                        cases[i].values.push(ValueTrace {
+                            kind: col.clone(),
+                            value: v,
+                        });
+                    }
                 }
             }
         }
@@ -410,13 +426,24 @@ async fn count_rows_and_erased(
     }
     let wh = &ws.warehouse;
     let t = wh.load(&TableName::parse(&s.table)?).await?;
+    let schema = t.metadata.current_schema().clone();
+    if s.action == Action::Rewrite {
+        for c in cases.iter_mut() {
+            c.value_columns
+                .entry(s.table.clone())
+                .or_default()
+                .extend(s.erase_columns.iter().cloned());
+        }
+    }
     let rows = select_rows(wh, &t, &Predicate::is_in(col.to_string(), values.to_vec())).await?;
     for b in &rows {
         let sel = column_values_aligned(b, col)?;
-        let mut erased: Vec<(String, Vec<Option<Value>>)> = Vec::new();
+        let mut erased: Vec<(String, Vec<Vec<String>>)> = Vec::new();
         if s.action == Action::Rewrite {
             for ec in &s.erase_columns {
-                erased.push((ec.clone(), column_values_aligned(b, ec)?));
+                let vals = path_texts(b, &schema, ec)
+                    .map_err(|e| Error::invalid(format!("{}: {e}", s.table)))?;
+                erased.push((ec.clone(), vals));
             }
         }
         for (row, v) in sel.iter().enumerate() {
@@ -424,9 +451,10 @@ async fn count_rows_and_erased(
             for o in att.get(&key_of(v)).map(|x| x.1.clone()).unwrap_or_default() {
                 *cases[o].rows.entry(s.table.clone()).or_default() += 1;
                 for (ec, vals) in &erased {
-                    if let Some(Some(Value::Str(old))) = vals.get(row)
-                        && !old.trim().is_empty()
-                    {
+                    for old in vals.get(row).into_iter().flatten() {
+                        if old.trim().is_empty() {
+                            continue;
+                        }
                         let tr = ValueTrace {
                             kind: format!("{}.{ec} (erased)", s.table),
                             value: old.clone(),

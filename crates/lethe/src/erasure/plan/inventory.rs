@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 
+use lethe_iceberg::nested::{field_paths, type_name};
 use lethe_iceberg::ops::expire::blockers;
 use lethe_iceberg::predicate::Value;
 use lethe_iceberg::table::Warehouse;
@@ -17,8 +18,14 @@ use crate::governance::subjects::{Subject, SubjectRef};
 /// What the planner needs to know about one catalog table.
 #[derive(Debug, Clone, Default)]
 pub struct TableInfo {
-    /// Top-level columns with their types.
+    /// Top-level columns with their types (as Iceberg writes them: `struct<email: string>`).
     pub columns: Vec<(String, String)>,
+    /// Struct fields below the top level with one value per row (`contact.email`): they can
+    /// identify rows as top-level columns do.
+    pub struct_fields: Vec<String>,
+    /// Its schemas, the current one first (empty for inventories built by hand): governance
+    /// paths are checked against them.
+    pub schemas: Vec<iceberg::spec::SchemaRef>,
     /// Settings that would keep a subject after an erasure.
     pub blockers: Vec<String>,
     /// Iceberg identifier fields (row key), by name.
@@ -44,13 +51,26 @@ impl Inventory {
         for name in wh.tables().await? {
             let t = wh.load(&name).await?;
             let schema = t.metadata.current_schema();
+            let mut schemas = vec![schema.clone()];
+            schemas.extend(
+                t.metadata
+                    .schemas_iter()
+                    .filter(|s| s.schema_id() != schema.schema_id())
+                    .cloned(),
+            );
             let info = TableInfo {
                 columns: schema
                     .as_struct()
                     .fields()
                     .iter()
-                    .map(|f| (f.name.clone(), f.field_type.to_string()))
+                    .map(|f| (f.name.clone(), type_name(&f.field_type)))
                     .collect(),
+                struct_fields: field_paths(schema)
+                    .into_iter()
+                    .filter(|p| !p.steps.is_empty() && !p.repeated && p.is_leaf())
+                    .map(|p| p.name)
+                    .collect(),
+                schemas,
                 blockers: blockers(&t)?,
                 identifier_fields: schema
                     .identifier_field_ids()
@@ -67,9 +87,18 @@ impl Inventory {
     }
 
     pub(super) fn has_column(&self, table: &str, column: &str) -> bool {
+        self.tables.get(table).is_some_and(|t| {
+            t.columns.iter().any(|(c, _)| c == column) || t.struct_fields.iter().any(|c| c == column)
+        })
+    }
+
+    /// Every table's schemas, for [`crate::governance::paths::check`].
+    pub fn schemas(&self) -> crate::governance::paths::Schemas {
         self.tables
-            .get(table)
-            .is_some_and(|t| t.columns.iter().any(|(c, _)| c == column))
+            .iter()
+            .filter(|(_, t)| !t.schemas.is_empty())
+            .map(|(n, t)| (n.clone(), t.schemas.clone()))
+            .collect()
     }
 }
 

@@ -179,6 +179,8 @@ pub fn plan_drawn(
     draw: bool,
 ) -> Result<Plan> {
     let subject = gov.subjects.get(subject_name)?;
+    // Every column the governance files name exists (nested paths resolved by field id).
+    crate::governance::paths::check(gov, &inv.schemas())?;
     let (root_table, root_column) = subject.root()?;
     if !inv.has_column(&root_table, &root_column) {
         return Err(gov.subjects.error_at(

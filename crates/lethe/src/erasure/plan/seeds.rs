@@ -1,6 +1,7 @@
 //! The planner's first stage: the columns the lineage walk starts from.
 //!
-//! Declared identifier columns by name (subjects.toml `identifiers`), columns classified in
+//! Declared identifier columns by name (subjects.toml `identifiers`; top-level columns and
+//! struct fields such as `subject.patient_id`), columns classified in
 //! metadata.toml as identifying the subject (a derived identifier with its own label), and
 //! mapped identifiers in their mapping table.
 
@@ -12,6 +13,7 @@ use super::Inventory;
 use crate::error::Result;
 use crate::governance::Governance;
 use crate::governance::identifiers::{declared, derived_sources};
+use crate::governance::paths::split_qualified;
 use crate::governance::subjects::{Subject, split_column};
 
 /// The seeds of a plan, and how each came in.
@@ -33,10 +35,15 @@ pub(super) fn seed(
     subject: &Subject,
     root_column: &str,
 ) -> Result<Seeded> {
+    // Identifier names: the column part of each `namespace.table.column` (a struct field's
+    // path when the table is in the catalog).
     let id_names: BTreeSet<String> = subject
         .identifiers
         .iter()
-        .map(|c| split_column(c).map(|(_, c)| c))
+        .map(|c| match split_qualified(c, |t| inv.tables.contains_key(t)) {
+            Some((_, path)) => Ok(path),
+            None => split_column(c).map(|(_, c)| c),
+        })
         .collect::<Result<_>>()?;
     let derived_cols = declared(gov, subject_name, &derived_sources(subject)?)?;
     let mut out = Seeded {
@@ -45,7 +52,12 @@ pub(super) fn seed(
         seed_via: BTreeMap::new(),
     };
     for (table, info) in &inv.tables {
-        for (col, _) in &info.columns {
+        let columns = info
+            .columns
+            .iter()
+            .map(|(c, _)| c)
+            .chain(info.struct_fields.iter());
+        for col in columns {
             let by_name = id_names.contains(col);
             let by_class = gov
                 .metadata

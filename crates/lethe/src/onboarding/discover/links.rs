@@ -411,11 +411,12 @@ mod tests {
             cut_short: false,
             columns: cols
                 .into_iter()
-                .map(|(n, t, v)| SampledColumn {
-                    name: n.into(),
-                    ty: t.into(),
-                    sampled: true,
-                    values: v.into_iter().map(|x| x.map(str::to_string)).collect(),
+                .map(|(n, t, v)| {
+                    SampledColumn::top_level(
+                        n,
+                        t,
+                        v.into_iter().map(|x| x.map(str::to_string)).collect(),
+                    )
                 })
                 .collect(),
         }

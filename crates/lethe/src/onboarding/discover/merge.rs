@@ -3,7 +3,8 @@
 //!
 //! Only columns the file doesn't classify yet are added: each as one line (with the reasons as
 //! a comment) at the end of its table's `[tables."ns.t".columns]` section, or in a new section
-//! at the end of the file. Nothing else in the file changes — comments, order, layout and
+//! at the end of the file; nested fields as quoted paths (`"contact.email" = "personal"`). A
+//! row key is added only to a table that has none, as a `key = [...]` line. Nothing else in the file changes — comments, order, layout and
 //! every existing entry stay as they are. The result is parsed again and compared with the old
 //! file plus the additions; if it differs (a layout the insertion doesn't understand, such as
 //! columns written as an inline table), nothing is written and the lines to add by hand are
@@ -23,6 +24,17 @@ pub struct Addition {
     pub column: String,
     /// Its entry.
     pub entry: ColumnEntry,
+    /// Why (written as a comment after the entry).
+    pub why: String,
+}
+
+/// A row key to add to a table that has none.
+#[derive(Debug, Clone)]
+pub struct KeyAddition {
+    /// The table.
+    pub table: String,
+    /// The key columns.
+    pub key: Vec<String>,
     /// Why (written as a comment after the entry).
     pub why: String,
 }
@@ -103,6 +115,20 @@ fn line_of(a: &Addition) -> String {
     format!("{} = {}  # {why}", key(&a.column), render_entry(&a.entry))
 }
 
+fn key_line(k: &KeyAddition) -> String {
+    let why: String = k
+        .why
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let cols: Vec<String> = k.key.iter().map(|c| quote(c)).collect();
+    format!("key = [{}]  # {why}", cols.join(", "))
+}
+
+fn table_header(table: &str) -> String {
+    format!("[tables.{}]", quote(table))
+}
+
 fn section_header(table: &str) -> String {
     format!("[tables.{}.columns]", quote(table))
 }
@@ -127,13 +153,14 @@ fn is_entry_line(line: &str) -> bool {
     !t.is_empty() && !t.starts_with('#') && !t.starts_with('[')
 }
 
-/// Merges `additions` into `old_text` (which parsed as `old`). `shown` names the file in the
-/// diff.
+/// Merges `additions` and `keys` into `old_text` (which parsed as `old`). `shown` names the file
+/// in the diff. A key goes right under its table's `[tables."ns.t"]` header, or into a new one.
 pub fn merge(
     shown: &str,
     old_text: &str,
     old: &Metadata,
     additions: &[Addition],
+    keys: &[KeyAddition],
 ) -> Result<Merged> {
     let lines: Vec<&str> = old_text.lines().collect();
     let mut by_table: BTreeMap<&str, Vec<&Addition>> = BTreeMap::new();
@@ -143,6 +170,20 @@ pub fn merge(
     // (insert after this many old lines, new lines)
     let mut inserts: Vec<(usize, Vec<String>)> = Vec::new();
     let mut appended: Vec<String> = Vec::new();
+    for k in keys {
+        let want = format!("tables.{}", k.table);
+        match lines
+            .iter()
+            .position(|l| header_key(l).as_deref() == Some(want.as_str()))
+        {
+            Some(h) => inserts.push((h + 1, vec![key_line(k)])),
+            None => {
+                appended.push(String::new());
+                appended.push(table_header(&k.table));
+                appended.push(key_line(k));
+            }
+        }
+    }
     for (table, adds) in &by_table {
         let want: String = format!("tables.{table}.columns");
         let header = lines
@@ -211,7 +252,7 @@ pub fn merge(
             diff.push_str(&format!("+{l}\n"));
         }
     }
-    if additions.is_empty() {
+    if additions.is_empty() && keys.is_empty() {
         diff.clear();
     }
     // Verify: the old decisions and the additions, nothing else.
@@ -224,11 +265,17 @@ pub fn merge(
             .columns
             .insert(a.column.clone(), a.entry.clone());
     }
+    for k in keys {
+        expected.tables.entry(k.table.clone()).or_default().key = k.key.clone();
+    }
     let parsed: std::result::Result<Metadata, _> = toml::from_str(&text);
     match parsed {
         Ok(p) if p == expected => Ok(Merged { text, diff }),
         _ => {
             let mut by_hand = String::new();
+            for k in keys {
+                by_hand.push_str(&format!("{}\n{}\n", table_header(&k.table), key_line(k)));
+            }
             for (table, adds) in &by_table {
                 by_hand.push_str(&format!("{}\n", section_header(table)));
                 for a in adds {
@@ -280,7 +327,14 @@ mod tests {
                 }),
             ),
         ];
-        let m = merge("metadata.toml", old_text, &old, &adds).unwrap();
+        let keys = [KeyAddition {
+            table: "web.sessions".into(),
+            key: vec!["session_id".into()],
+            why: "lethe discover: unique".into(),
+        }];
+        let m = merge("metadata.toml", old_text, &old, &adds, &keys).unwrap();
+        let parsed: Metadata = toml::from_str(&m.text).unwrap();
+        assert_eq!(parsed.tables["web.sessions"].key, vec!["session_id"]);
         assert!(m.text.starts_with("# reviewed by the DPO\n"));
         assert!(m.text.contains("email = \"internal\"   # a person's decision, even if odd\nphone = \"personal\"  # name: email\n\n# next table\n"), "{}", m.text);
         assert!(m.text.contains("[tables.\"web.sessions\".columns]\nsession_id = { classification = \"personal\", identifies = \"customer\", derived = { from = \"customer_id\", pattern = \"a-{id}#*\" } }"), "{}", m.text);
@@ -303,6 +357,7 @@ mod tests {
                 "email",
                 ColumnEntry::Short(Classification::Personal),
             )],
+            &[],
         )
         .unwrap_err()
         .to_string();
@@ -327,6 +382,7 @@ mod tests {
                 "weird col",
                 ColumnEntry::Short(Classification::Sensitive),
             )],
+            &[],
         )
         .unwrap();
         assert!(

@@ -128,6 +128,8 @@ pub enum Status {
     Reviewed,
     /// Neither classified nor proposed: treated as closed.
     Unclassified,
+    /// A struct, list or map: its fields are reported (and classified) one by one.
+    Fields,
 }
 
 /// One column's findings.
@@ -167,8 +169,60 @@ pub struct TableReport {
     pub cut_short: bool,
     /// Seconds spent sampling.
     pub seconds: f64,
-    /// Columns in schema order.
+    /// Columns in schema order (a nested column, then each of its fields).
     pub columns: Vec<ColumnReport>,
+    /// The row key proposed, when metadata.toml names none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<KeyProposal>,
+}
+
+/// A row key discovery proposes.
+#[derive(Debug, Clone, Serialize)]
+pub struct KeyProposal {
+    /// The key columns.
+    pub columns: Vec<String>,
+    /// Why, in words (never a value).
+    pub reason: String,
+}
+
+/// A row key for a sample's table: its Iceberg identifier fields, else a column with one value
+/// per row, named as an ID (`*_id`, `*_key`, `uuid`...), present and distinct in every sampled
+/// row — the one named after the table first (`visit_id` in `visits`), then the shortest.
+fn propose_key(s: &Sample, identifier_fields: &[String]) -> Option<KeyProposal> {
+    if !identifier_fields.is_empty() {
+        return Some(KeyProposal {
+            columns: identifier_fields.to_vec(),
+            reason: "the table's Iceberg identifier fields".into(),
+        });
+    }
+    if s.rows < 2 {
+        return None;
+    }
+    let own = links::singular(s.table.rsplit('.').next().unwrap_or(&s.table));
+    let id_words = ["id", "key", "uuid", "guid", "ref", "number", "no"];
+    s.columns
+        .iter()
+        .filter(|c| c.sampled && c.is_per_row() && (c.is_text() || c.is_integer()))
+        .filter(|c| {
+            rules::words(&c.name)
+                .last()
+                .is_some_and(|w| id_words.contains(&w.as_str()))
+        })
+        .filter(|c| {
+            let vals: Vec<&str> = c.present().collect();
+            vals.len() == s.rows && vals.iter().collect::<BTreeSet<_>>().len() == vals.len()
+        })
+        .min_by_key(|c| {
+            let first = rules::words(&c.name).first().cloned().unwrap_or_default();
+            (links::singular(&first) != own, c.name.len(), c.name.clone())
+        })
+        .map(|c| KeyProposal {
+            columns: vec![c.name.clone()],
+            reason: format!(
+                "`{}` is named as an ID and unique and present in all {} sampled rows",
+                c.name, s.rows
+            ),
+        })
 }
 
 /// A table that couldn't be read.
@@ -297,7 +351,11 @@ pub async fn discover(
         HashMap::new();
     for (s, _) in &samples {
         for c in &s.columns {
-            let by_name = rules::by_name(&c.name);
+            let by_name = if c.sampled {
+                rules::by_field_name(&c.name, c.map_key)
+            } else {
+                None
+            };
             let by_values = if c.is_text() {
                 rules::by_values(c.present(), opts.min_share)
             } else if c.is_integer() {
@@ -312,9 +370,13 @@ pub async fn discover(
     }
     // Roots: declared subjects, then proposed ones.
     let mut roots: Vec<Root> = Vec::new();
+    let known: BTreeSet<&str> = samples.iter().map(|(s, _)| s.table.as_str()).collect();
     for (subject, def) in &gov.subjects.value {
         for id in &def.identifiers {
-            if let Ok((table, column)) = crate::governance::subjects::split_column(id) {
+            let split = crate::governance::paths::split_qualified(id, |t| known.contains(t))
+                .map(Ok)
+                .unwrap_or_else(|| crate::governance::subjects::split_column(id));
+            if let Ok((table, column)) = split {
                 roots.push(Root {
                     subject: subject.clone(),
                     table,
@@ -345,10 +407,12 @@ pub async fn discover(
         let mut cands: Vec<&sample::SampledColumn> = s
             .columns
             .iter()
-            .filter(|c| key_fields.contains(&c.name))
+            .filter(|c| !c.nested && key_fields.contains(&c.name))
             .collect();
         cands.extend(s.columns.iter().filter(|c| {
-            !key_fields.contains(&c.name) && links::subject_of(&s.table, &c.name).is_some()
+            !c.nested
+                && !key_fields.contains(&c.name)
+                && links::subject_of(&s.table, &c.name).is_some()
         }));
         for c in cands {
             if !(c.is_text() || c.is_integer()) {
@@ -381,7 +445,9 @@ pub async fn discover(
     let mut candidates: Vec<Candidate<'_>> = Vec::new();
     for (s, _) in &samples {
         for (i, c) in s.columns.iter().enumerate() {
+            // Links compare values of one row: fields inside lists and maps can't take part.
             if !(c.is_text() || c.is_integer())
+                || !c.is_per_row()
                 || root_cols.contains(&(s.table.clone(), c.name.clone()))
             {
                 continue;
@@ -412,8 +478,21 @@ pub async fn discover(
     let mut additions = Vec::new();
     let mut differing = 0usize;
     let mut unclassified_columns = Vec::new();
+    let mut keys: Vec<merge::KeyAddition> = Vec::new();
     for (s, secs) in &samples {
         let reviewed_table = gov.metadata.table(&s.table);
+        // A row key, for a table metadata.toml gives none: mentions name rows by it.
+        let key = if reviewed_table.is_some_and(|t| !t.key.is_empty()) {
+            None
+        } else {
+            let t = wh.load(&TableName::parse(&s.table)?).await?;
+            let schema = t.metadata.current_schema();
+            let key_fields: Vec<String> = schema
+                .identifier_field_ids()
+                .filter_map(|id| schema.name_by_field_id(id).map(str::to_string))
+                .collect();
+            propose_key(s, &key_fields)
+        };
         let mut columns = Vec::new();
         for c in &s.columns {
             let (by_name, by_values) = findings[&(s.table.clone(), c.name.clone())].clone();
@@ -423,11 +502,16 @@ pub async fn discover(
             let link = link_of.get(&(s.table.clone(), c.name.clone()));
             let proposal = propose(by_name, by_values.as_ref(), root, link, s.rows);
             let reviewed = reviewed_table.and_then(|t| t.columns.get(&c.name));
+            // A field classified through its parent (a struct, list or map classified whole)
+            // is reviewed too.
+            let inherited = gov.metadata.entry(&s.table, &c.name);
             let status = match (&proposal, reviewed) {
                 (Some(p), Some(e)) if p.agrees_with(e) => Status::Agrees,
                 (Some(_), Some(_)) => Status::Differs,
                 (Some(_), None) => Status::New,
                 (None, Some(_)) => Status::Reviewed,
+                (None, None) if !c.sampled && c.nested_type() => Status::Fields,
+                (None, None) if inherited.is_some() => Status::Reviewed,
                 (None, None) => Status::Unclassified,
             };
             match status {
@@ -453,7 +537,7 @@ pub async fn discover(
                 by_name,
                 by_values,
                 proposal,
-                reviewed: reviewed.map(render_reviewed),
+                reviewed: reviewed.or(inherited).map(render_reviewed),
                 status,
             });
         }
@@ -466,7 +550,15 @@ pub async fn discover(
             cut_short: s.cut_short,
             seconds: *secs,
             columns,
+            key: key.clone(),
         });
+        if let Some(k) = key {
+            keys.push(merge::KeyAddition {
+                table: s.table.clone(),
+                key: k.columns.clone(),
+                why: format!("lethe discover: {}", k.reason),
+            });
+        }
         if s.cut_short {
             notes.push(format!(
                 "{}: the time budget cut the sample short ({} rows)",
@@ -512,9 +604,15 @@ pub async fn discover(
         .unwrap_or(&path)
         .display()
         .to_string();
-    let merged = merge::merge(&shown, &gov.metadata.text, &gov.metadata.value, &additions)?;
+    let merged = merge::merge(
+        &shown,
+        &gov.metadata.text,
+        &gov.metadata.value,
+        &additions,
+        &keys,
+    )?;
     let mut written = false;
-    if opts.write && !additions.is_empty() {
+    if opts.write && !(additions.is_empty() && keys.is_empty()) {
         write_file(&path, merged.text.as_bytes())?;
         written = true;
     }
@@ -690,7 +788,14 @@ async fn drift_of(
     let gov = ws.governance()?;
     let t = ws.warehouse.load(name).await?;
     let tname = name.to_string();
-    let columns = t.column_names();
+    // Top-level columns and nested fields, by full and short name.
+    let columns: Vec<String> = lethe_iceberg::nested::field_paths(t.metadata.current_schema())
+        .into_iter()
+        .flat_map(|p| {
+            let short = crate::governance::paths::short_name(&p.name);
+            [p.name, short]
+        })
+        .collect();
     let meta = gov.metadata.table(&tname);
     let want = mirrored(meta, &columns);
     let have: BTreeMap<String, String> = t

@@ -468,6 +468,37 @@ pub fn by_name(column: &str) -> Option<Kind> {
     None
 }
 
+/// Words of a field's own name too generic to say anything without its parent's
+/// (`contact.name`, `owner.id`).
+const GENERIC: &[&str] = &[
+    "name", "first", "last", "full", "id", "number", "no", "value", "text", "line", "key",
+    "code", "1", "2", "3",
+];
+
+/// What a field's name says it holds, for a path into nested columns: its own name
+/// (`contact.email` by `email`; `addresses.element.street` by `street`), or, when that is too
+/// generic, its path (`contact.name`). A map's keys say nothing by name; a map's values and a
+/// list's elements are named by their column (`emails.element` by `emails`).
+pub fn by_field_name(path: &str, map_key: bool) -> Option<Kind> {
+    if map_key {
+        return None;
+    }
+    let parts: Vec<&str> = path.split('.').filter(|p| *p != "element").collect();
+    let parts: &[&str] = match parts.as_slice() {
+        [rest @ .., "value"] if path.contains('.') && !rest.is_empty() => rest,
+        p => p,
+    };
+    let own = parts.last().copied().unwrap_or(path);
+    if parts.len() == 1 {
+        return by_name(own);
+    }
+    let generic = words(own).iter().all(|w| GENERIC.contains(&w.as_str()));
+    match by_name(own) {
+        Some(k) if !generic => Some(k),
+        _ => by_name(&parts.join(".")),
+    }
+}
+
 /// A value check.
 pub type Check = fn(&str) -> bool;
 

@@ -10,8 +10,11 @@
 //!
 //! Every value is kept as text (numbers, dates and timestamps in Arrow's text form), aligned
 //! by row across columns so that relations between columns of one row can be checked. Nested
-//! columns are not sampled. Rows deleted by merge-on-read delete files may be sampled: for
-//! discovery they are data like any other.
+//! columns are sampled field by field (`contact.email`, `addresses.element.street`,
+//! `attributes.value`), read by field id: a struct field has a value per row like a column;
+//! a field inside a list or a map has every element of every sampled row (not aligned by
+//! row). Rows deleted by merge-on-read delete files may be sampled: for discovery they are data
+//! like any other.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -26,6 +29,7 @@ use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
 
 use crate::error::{Error, Result};
+use lethe_iceberg::nested::{FieldPath, Step, field_paths, type_name};
 use lethe_iceberg::table::{LoadedTable, Warehouse};
 
 /// The Iceberg field id a Parquet column carries (`PARQUET:field_id`), if any.
@@ -38,20 +42,68 @@ fn field_id_of(f: &arrow::datatypes::Field) -> Option<i32> {
 /// Text values longer than this are cut (at a character boundary) in a sample.
 pub const MAX_TEXT: usize = 512;
 
-/// One sampled column.
+/// One sampled column: a top-level column, or a field inside a nested one.
 #[derive(Debug, Clone)]
 pub struct SampledColumn {
-    /// Its name in the current schema.
+    /// Its path in the current schema (`email`, `contact.email`, `addresses.element.street`,
+    /// `attributes.value`).
     pub name: String,
-    /// Its Iceberg type (`string`, `long`, `date`, `struct<...>`...).
+    /// Its Iceberg type as Iceberg writes it (`string`, `long`,
+    /// `struct<email: string, phone: string>`...).
     pub ty: String,
-    /// Whether it is a primitive column (nested columns are named, not sampled).
+    /// Whether its values are sampled (primitive fields; a struct, list or map is named, and
+    /// its fields are sampled one by one).
     pub sampled: bool,
-    /// One value per sampled row (None: null, or not sampled).
+    /// Whether it is a field inside a struct, list or map (not a top-level column).
+    pub nested: bool,
+    /// Whether it is inside a list or a map (a row holds any number of its values).
+    pub repeated: bool,
+    /// Whether it is a map's keys.
+    pub map_key: bool,
+    /// One value per sampled row (None: null, not sampled, or a repeated field).
     pub values: Vec<Option<String>>,
+    /// A repeated field's values, every element of every sampled row.
+    pub elements: Vec<String>,
+    /// Its top-level column's position in the current schema.
+    column: usize,
+    /// The steps from the top-level column to the field.
+    steps: Vec<Step>,
 }
 
 impl SampledColumn {
+    /// A column of `path` with no values yet.
+    pub fn new(path: FieldPath) -> SampledColumn {
+        SampledColumn {
+            name: path.name.clone(),
+            ty: type_name(&path.field.field_type),
+            sampled: matches!(path.field.field_type.as_ref(), Type::Primitive(p) if !matches!(p, PrimitiveType::Binary | PrimitiveType::Fixed(_))),
+            nested: !path.steps.is_empty(),
+            repeated: path.repeated,
+            map_key: path.map_key,
+            values: Vec::new(),
+            elements: Vec::new(),
+            column: path.column,
+            steps: path.steps,
+        }
+    }
+
+    /// A top-level column with its values (for tests).
+    #[cfg(test)]
+    pub(crate) fn top_level(name: &str, ty: &str, values: Vec<Option<String>>) -> SampledColumn {
+        SampledColumn {
+            name: name.into(),
+            ty: ty.into(),
+            sampled: true,
+            nested: false,
+            repeated: false,
+            map_key: false,
+            values,
+            elements: Vec::new(),
+            column: 0,
+            steps: Vec::new(),
+        }
+    }
+
     /// Whether the column holds text.
     pub fn is_text(&self) -> bool {
         self.ty == "string"
@@ -62,9 +114,23 @@ impl SampledColumn {
         self.ty == "long" || self.ty == "int"
     }
 
-    /// The non-null values.
+    /// Whether it is a struct, list or map.
+    pub fn nested_type(&self) -> bool {
+        self.ty.starts_with("struct<") || self.ty.starts_with("list<") || self.ty.starts_with("map<")
+    }
+
+    /// Whether it has one value per row (a top-level column or a struct field), so that
+    /// values of one row can be compared across columns.
+    pub fn is_per_row(&self) -> bool {
+        !self.repeated
+    }
+
+    /// The non-null values (every element, for a repeated field).
     pub fn present(&self) -> impl Iterator<Item = &str> + Clone {
-        self.values.iter().filter_map(|v| v.as_deref())
+        self.values
+            .iter()
+            .filter_map(|v| v.as_deref())
+            .chain(self.elements.iter().map(String::as_str))
     }
 }
 
@@ -110,14 +176,11 @@ pub async fn sample(wh: &Warehouse, table: &LoadedTable, opts: &SampleOptions) -
     let started = Instant::now();
     let schema = table.metadata.current_schema().clone();
     let fields: Vec<_> = schema.as_struct().fields().to_vec();
-    let mut columns: Vec<SampledColumn> = fields
-        .iter()
-        .map(|f| SampledColumn {
-            name: f.name.clone(),
-            ty: f.field_type.to_string(),
-            sampled: matches!(f.field_type.as_ref(), Type::Primitive(p) if !matches!(p, PrimitiveType::Binary | PrimitiveType::Fixed(_))),
-            values: Vec::new(),
-        })
+    // Top-level columns and every field inside nested ones.
+    let mut columns: Vec<SampledColumn> = field_paths(&schema)
+        .into_iter()
+        .filter(|p| p.steps.is_empty() || p.is_leaf())
+        .map(SampledColumn::new)
         .collect();
     let files: Vec<_> = wh
         .current_files(table)
@@ -181,19 +244,14 @@ pub async fn sample(wh: &Warehouse, table: &LoadedTable, opts: &SampleOptions) -
                 detail: format!("{} can't be sampled: lethe reads Parquet", df.file_path()),
             });
         }
-        let before = out_rows(&columns);
-        read_positions(wh, df.file_path(), &per_file[i], &fields, &mut columns)?;
-        if out_rows(&columns) > before {
+        let before = out.rows;
+        out.rows += read_positions(wh, df.file_path(), &per_file[i], &fields, &mut columns)?;
+        if out.rows > before {
             out.files_read += 1;
         }
     }
-    out.rows = out_rows(&columns);
     out.columns = columns;
     Ok(out)
-}
-
-fn out_rows(columns: &[SampledColumn]) -> usize {
-    columns.first().map_or(0, |c| c.values.len())
 }
 
 /// `k` distinct positions in `0..n`, uniformly (Floyd's algorithm: k draws, no table of n).
@@ -219,14 +277,14 @@ fn fxhash(s: &str) -> u64 {
 }
 
 /// Reads the rows at `positions` (sorted, relative to the file) of one Parquet file and appends
-/// them to `columns`.
+/// them to `columns`; returns the rows read.
 fn read_positions(
     wh: &Warehouse,
     location: &str,
     positions: &[u64],
     fields: &[iceberg::spec::NestedFieldRef],
     columns: &mut [SampledColumn],
-) -> Result<()> {
+) -> Result<usize> {
     let reader = wh.store.open(location)?;
     let builder = ParquetRecordBatchReaderBuilder::try_new(reader)
         .map_err(|e| Error::invalid(format!("{location} can't be read as Parquet: {e}")))?;
@@ -239,11 +297,15 @@ fn read_positions(
         .enumerate()
         .filter_map(|(i, f)| field_id_of(f).map(|id| (id, i)))
         .collect();
+    // For each top-level column of the current schema with a sampled field, its file column.
+    let wanted: Vec<bool> = (0..fields.len())
+        .map(|i| columns.iter().any(|c| c.sampled && c.column == i))
+        .collect();
     let file_index: Vec<Option<usize>> = fields
         .iter()
-        .zip(columns.iter())
-        .map(|(f, c)| {
-            if !c.sampled {
+        .zip(&wanted)
+        .map(|(f, w)| {
+            if !w {
                 None
             } else if by_id.is_empty() {
                 arrow_schema.index_of(&f.name).ok()
@@ -284,7 +346,7 @@ fn read_positions(
         group_start = end;
     }
     if groups.is_empty() {
-        return Ok(());
+        return Ok(0);
     }
     let mask = ProjectionMask::roots(meta.file_metadata().schema_descr(), roots.iter().copied());
     let reader = builder
@@ -296,19 +358,60 @@ fn read_positions(
     // Projected batches keep the file's column order: map file index to batch index.
     let mut sorted_roots = roots.clone();
     sorted_roots.sort_unstable();
+    let target = lethe_iceberg::writer::arrow_schema(&iceberg::spec::Schema::builder()
+        .with_fields(fields.to_vec())
+        .build()?)?;
+    let mut rows = 0usize;
     for batch in reader {
         let batch = batch?;
         let n = batch.num_rows();
-        for (c, fi) in columns.iter_mut().zip(&file_index) {
-            match fi.and_then(|fi| sorted_roots.iter().position(|r| *r == fi)) {
-                Some(bi) => c
-                    .values
-                    .extend(as_text(batch.column(bi), location, &c.name)?),
-                None => c.values.extend(std::iter::repeat_n(None, n)),
+        rows += n;
+        // Each wanted top-level column, in the current schema's type (nested fields by id).
+        let mut current: HashMap<usize, arrow::array::ArrayRef> = HashMap::new();
+        for (i, fi) in file_index.iter().enumerate() {
+            if let Some(bi) = fi.and_then(|fi| sorted_roots.iter().position(|r| *r == fi)) {
+                let a = lethe_iceberg::nested::project_array(batch.column(bi), target.field(i))
+                    .map_err(|e| {
+                        Error::invalid(format!(
+                            "{location}: column `{}` can't be read for sampling: {e}",
+                            fields[i].name
+                        ))
+                    })?;
+                current.insert(i, a);
+            }
+        }
+        for c in columns.iter_mut() {
+            let col = current.get(&c.column).filter(|_| c.sampled);
+            let Some(col) = col else {
+                c.values.extend(std::iter::repeat_n(None, n));
+                continue;
+            };
+            if c.steps.is_empty() {
+                c.values.extend(as_text(col, location, &c.name)?);
+                continue;
+            }
+            let by_row = lethe_iceberg::nested::leaf(col, &c.steps)
+                .and_then(|l| l.texts_by_row(n))
+                .map_err(|e| {
+                    Error::invalid(format!(
+                        "{location}: field `{}` can't be read as text for sampling: {e}",
+                        c.name
+                    ))
+                })?;
+            if c.repeated {
+                c.values.extend(std::iter::repeat_n(None, n));
+                c.elements
+                    .extend(by_row.into_iter().flatten().map(|v| cut(&v)));
+            } else {
+                c.values.extend(
+                    by_row
+                        .into_iter()
+                        .map(|v| v.into_iter().next().map(|v| cut(&v))),
+                );
             }
         }
     }
-    Ok(())
+    Ok(rows)
 }
 
 /// A column's values as text (None for null).
@@ -354,10 +457,10 @@ pub async fn for_each_value(
 ) -> Result<bool> {
     let started = Instant::now();
     let schema = table.metadata.current_schema().clone();
-    let field = schema
-        .field_by_name(column)
-        .ok_or_else(|| Error::invalid(format!("table `{}` has no column `{column}`", table.name)))?
-        .clone();
+    let path = lethe_iceberg::nested::resolve(&schema, column)
+        .map_err(|e| Error::invalid(format!("table `{}`: {e}", table.name)))?;
+    let field = schema.as_struct().fields()[path.column].clone();
+    let target = lethe_iceberg::writer::arrow_schema(&schema)?;
     for tf in wh.current_files(table).await? {
         if !tf.is_data() {
             continue;
@@ -383,10 +486,23 @@ pub async fn for_each_value(
             .build()?
         {
             let batch = batch?;
-            for v in as_text(batch.column(0), location, column)?
-                .into_iter()
-                .flatten()
-            {
+            let values: Vec<String> = if path.steps.is_empty() {
+                as_text(batch.column(0), location, column)?
+                    .into_iter()
+                    .flatten()
+                    .collect()
+            } else {
+                let a = lethe_iceberg::nested::project_array(
+                    batch.column(0),
+                    target.field(path.column),
+                )?;
+                lethe_iceberg::nested::leaf(&a, &path.steps)?
+                    .texts_by_row(batch.num_rows())?
+                    .into_iter()
+                    .flatten()
+                    .collect()
+            };
+            for v in values {
                 if !f(&v) {
                     return Ok(true);
                 }

@@ -13,5 +13,6 @@ mod discover;
 mod erase;
 mod fixtures;
 mod foreign;
+mod nested;
 mod plan;
 mod prove;

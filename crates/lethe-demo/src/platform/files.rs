@@ -196,6 +196,19 @@ first_seen = "signed_up_at"
 [learner.no_action]
 "learning.courses" = "the course catalogue: titles and prices, no learner data"
 "crm.instructors" = "instructors are staff, a different subject"
+
+# Personal columns of the tables an erasure changes that are not traces the proof searches for
+# (the attestation is not COMPLETE while one is neither a trace nor listed here).
+[learner.not_identifying]
+"crm.learners.city" = "a city is shared by many learners"
+"crm.learners.date_of_birth" = "a date of birth is shared by many learners"
+"crm.learners.notes" = "the CRM's notes about the learner go with the learner's row; mentions of the learner elsewhere are found by their email"
+"learning.events.ip_address" = "an address is shared by a household or a network; the learner's events go with their rows"
+"learning.events.user_agent" = "a browser's user agent is shared by many learners"
+"learning.reviews.text" = "the learner's reviews go with their rows; mentions elsewhere are found by the learner's values"
+"support.tickets.subject" = "the learner's tickets go with their rows"
+"support.tickets.body" = "the learner's tickets go with their rows; another learner's ticket naming them is a mention"
+"billing.payments.amount" = "an amount doesn't single a learner out"
 "#;
 
 /// The demo's pipelines: (file name, text).

@@ -130,8 +130,11 @@ pub const SUBJECTS_SKELETON: &str = "# The people an erasure request can name. N
 # [customer]\n\
 # identifiers = [\"shop.customers.customer_id\"]   # root identifier column: namespace.table.column\n\
 # values = [\"email\", \"phone\", \"full_name\"]      # identifying values the proof scan searches\n\
+#                                                # (nested paths too: \"contact.email\", \"addresses.element.street\")\n\
 # [customer.no_action]\n\
-# \"ref.products\" = \"the product catalogue holds no customer data\"\n";
+# \"ref.products\" = \"the product catalogue holds no customer data\"\n\
+# [customer.not_identifying]                     # personal columns the proof needn't search for\n\
+# \"shop.orders.amount\" = \"an amount doesn't single a customer out\"\n";
 
 fn retention_skeleton(tables: &[(String, Option<TableMetadata>)]) -> String {
     let mut out = String::from(

@@ -750,6 +750,28 @@ mod tests {
     }
 
     #[test]
+    fn predicates_select_rows_by_a_struct_field() {
+        use crate::predicate::{Predicate, Value};
+        let s = schema();
+        let b = batch();
+        // The third contact is null: its email (stored "c@x") is not selected.
+        let p = Predicate::is_in(
+            "contact.email",
+            vec![Value::Str("a@x".into()), Value::Str("c@x".into())],
+        );
+        p.check(&s, "t").unwrap();
+        assert_eq!(
+            p.evaluate(&b).unwrap().iter().collect::<Vec<_>>(),
+            vec![Some(true), Some(false), Some(false)]
+        );
+        let e = Predicate::is_in("addresses.element.street", vec![Value::Str("s1".into())])
+            .check(&s, "t")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("inside a list or a map"), "{e}");
+    }
+
+    #[test]
     fn set_null_keeps_the_rest_of_the_row() {
         let s = schema();
         let b = batch();

@@ -62,6 +62,7 @@ pub async fn explain(a: ExplainArgs, config: Option<&Path>) -> anyhow::Result<Ex
             "coverage": p.coverage,
             "verdict": p.verdict,
             "blocked": p.blocked,
+            "searched": e.searched,
         }))?,
         Format::Text => {
             println!("erasure plan for {}={}", subject.subject, subject.id);
@@ -127,6 +128,9 @@ pub async fn explain(a: ExplainArgs, config: Option<&Path>) -> anyhow::Result<Ex
                 for w in why {
                     println!("blocked by {t}: {w}");
                 }
+            }
+            for r in e.searched.remaining() {
+                println!("the proof would not be COMPLETE: {r}");
             }
             println!(
                 "verdict: {}",

@@ -328,6 +328,22 @@ async fn nested_values_are_discovered_declared_erased_searched_and_accounted_for
     // 1. `values` naming only top-level columns: the attestation names the nested personal
     // columns it didn't search for, and the verdict is not COMPLETE.
     std::fs::write(&subjects_file, subjects(&["full_name"])).unwrap();
+    // explain says so before anything changes.
+    let plan = json_of(
+        &home,
+        &["explain", "--subject", &format!("patient={first}"), "--json"],
+        0,
+    );
+    assert_eq!(
+        plan["searched"]["tables"]["registry.patients"]["not_traces"],
+        serde_json::json!([
+            "contact.email",
+            "contact.phone",
+            "addresses.element.street",
+            "attributes.value"
+        ]),
+        "{plan:#}"
+    );
     ok(
         lethe_key(
             &home,

@@ -818,6 +818,71 @@ postcode = { prefix = 3 }
     }
 
     #[test]
+    fn a_nested_column_is_clear_only_when_every_field_is() {
+        let dir = tempfile::tempdir().unwrap();
+        gov(dir.path());
+        std::fs::write(
+            dir.path().join("metadata.toml"),
+            "[tables.\"crm.people\".columns]\nperson_id = { classification = \"internal\", identifies = \"person\" }\n\"contact.email\" = \"personal\"\n\"contact.lang\" = \"internal\"\nprefs = \"internal\"\n",
+        )
+        .unwrap();
+        let g = Governance::load(dir.path()).unwrap();
+        let contact = DataType::Struct(
+            vec![
+                Field::new("email", DataType::Utf8, true),
+                Field::new("lang", DataType::Utf8, true),
+            ]
+            .into(),
+        );
+        let prefs = DataType::List(std::sync::Arc::new(Field::new(
+            "element",
+            DataType::Utf8,
+            true,
+        )));
+        let cols = vec![
+            ("person_id".to_string(), DataType::Int64),
+            ("contact".to_string(), contact.clone()),
+            ("prefs".to_string(), prefs),
+        ];
+        let p = policy(DRAFT);
+        let r = p.resolve("alice").unwrap();
+        let a = p.access(&r, "crm.people", &cols, &g).unwrap();
+        assert_eq!(a.columns[1], ("contact".to_string(), Mask::Null));
+        assert_eq!(a.columns[2], ("prefs".to_string(), Mask::Clear));
+        // An override by path clears the personal field: then the struct is clear.
+        let open = policy(&DRAFT.replace(
+            "postcode = { prefix = 3 }",
+            "postcode = { prefix = 3 }\n\"contact.email\" = \"clear\"",
+        ));
+        let r = open.resolve("alice").unwrap();
+        let a = open.access(&r, "crm.people", &cols, &g).unwrap();
+        assert_eq!(a.columns[1], ("contact".to_string(), Mask::Clear));
+        // A field nobody classified closes the table.
+        let cols = vec![(
+            "contact".to_string(),
+            DataType::Struct(vec![Field::new("fax", DataType::Utf8, true)].into()),
+        )];
+        let err = p.access(&r, "crm.people", &cols, &g).unwrap_err();
+        assert!(err.contains("contact.fax"), "{err}");
+        // check() resolves nested overrides and names the nearest path of a misspelt one.
+        let mut tables = schemas();
+        let mut fields: Vec<Field> = tables["crm.people"]
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        fields.push(Field::new("contact", contact, true));
+        tables.insert("crm.people".into(), ArrowSchema::new(fields));
+        open.check(&tables, &g).unwrap();
+        let bad = policy(&DRAFT.replace(
+            "postcode = { prefix = 3 }",
+            "\"contact.emial\" = \"clear\"",
+        ));
+        let e = bad.check(&tables, &g).unwrap_err().to_string();
+        assert!(e.contains("the nearest is `contact.email`"), "{e}");
+    }
+
+    #[test]
     fn unknown_principal_no_role_unknown_role_and_ungranted_table_are_refused() {
         let dir = tempfile::tempdir().unwrap();
         let g = gov(dir.path());

@@ -3,7 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::erasure::plan::{self, Inventory, Plan};
+use crate::erasure::case::CaseFile;
+use crate::erasure::plan::{self, Action, Inventory, Plan};
+use crate::erasure::searched::{Changed, Searched, searched};
 use crate::error::Result;
 use crate::governance::Governance;
 use crate::governance::subjects::SubjectRef;
@@ -19,6 +21,9 @@ pub struct Explained {
     pub id: Value,
     /// Every label's values.
     pub values: BTreeMap<String, Vec<Value>>,
+    /// What the proof would search for, and the personal columns of the tables the plan
+    /// changes that would not be traces (see [`crate::erasure::searched`]).
+    pub searched: Searched,
     /// The governance files used.
     pub governance: Governance,
 }
@@ -50,10 +55,43 @@ pub async fn explain_with(ws: &Workspace, subject: &SubjectRef, draw: bool) -> R
         &values,
         &def.mapped.iter().map(|m| m.column.clone()).collect(),
     );
+    // The traces an erasure of this plan would note: IDs by the steps' columns, the root's
+    // values and the erased columns of each REWRITE.
+    let (root_table, _) = def.root()?;
+    let mut preview = CaseFile {
+        subject: subject.subject.clone(),
+        ..Default::default()
+    };
+    preview
+        .value_columns
+        .insert(root_table, def.values.clone());
+    for s in &p.steps {
+        if let Some(c) = &s.column {
+            preview.ids.entry(c.clone()).or_default();
+        }
+        if s.action == Action::Rewrite {
+            preview
+                .value_columns
+                .entry(s.table.clone())
+                .or_default()
+                .extend(s.erase_columns.iter().cloned());
+        }
+    }
+    let changed: Vec<Changed<'_>> = p
+        .steps
+        .iter()
+        .map(|s| Changed {
+            table: &s.table,
+            action: s.action,
+            column: s.column.as_deref(),
+        })
+        .collect();
+    let searched = searched(ws, &gov, &preview, &changed).await?;
     Ok(Explained {
         plan: p,
         id,
         values,
+        searched,
         governance: gov,
     })
 }

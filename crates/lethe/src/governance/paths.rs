@@ -248,6 +248,99 @@ fn prefix_entry(e: Error, i: usize) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use iceberg::spec::{ListType, NestedField, PrimitiveType, StructType, Type};
+    use std::sync::Arc;
+
+    fn schemas() -> Schemas {
+        let s = |id, n: &str| {
+            Arc::new(NestedField::optional(
+                id,
+                n,
+                Type::Primitive(PrimitiveType::String),
+            ))
+        };
+        let schema = Schema::builder()
+            .with_fields(vec![
+                NestedField::required(1, "patient_id", Type::Primitive(PrimitiveType::String))
+                    .into(),
+                NestedField::optional(
+                    2,
+                    "contact",
+                    Type::Struct(StructType::new(vec![s(4, "email"), s(5, "ref")])),
+                )
+                .into(),
+                NestedField::optional(
+                    3,
+                    "addresses",
+                    Type::List(ListType::new(Arc::new(NestedField::list_element(
+                        6,
+                        Type::Struct(StructType::new(vec![s(7, "street")])),
+                        false,
+                    )))),
+                )
+                .into(),
+            ])
+            .build()
+            .unwrap();
+        [("registry.patients".to_string(), vec![Arc::new(schema)])].into()
+    }
+
+    fn gov(subjects: &str, metadata: &str) -> (tempfile::TempDir, Governance) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("subjects.toml"), subjects).unwrap();
+        std::fs::write(dir.path().join("metadata.toml"), metadata).unwrap();
+        let g = Governance::load(dir.path()).unwrap();
+        (dir, g)
+    }
+
+    #[test]
+    fn nested_paths_are_checked_with_the_nearest_named() {
+        let ok = "[p]\nidentifiers = [\"registry.patients.patient_id\", \"registry.patients.contact.ref\"]\nvalues = [\"contact.email\", \"addresses.element.street\", \"addresses\"]\n[p.not_identifying]\n\"registry.patients.addresses.street\" = \"short name\"\n";
+        let meta = "[tables.\"registry.patients\"]\nkey = [\"patient_id\"]\n[tables.\"registry.patients\".columns]\n\"contact.email\" = \"personal\"\naddresses = \"personal\"\n";
+        let (_d, g) = gov(ok, meta);
+        check(&g, &schemas()).unwrap();
+        for (subjects, metadata, want) in [
+            (
+                ok.replace("\"contact.email\", \"addr", "\"contact.emial\", \"addr"),
+                meta.to_string(),
+                "subjects.toml:3: p.values: entry 1: table `registry.patients` has no column `contact.emial` (the nearest is `contact.email`)",
+            ),
+            (
+                ok.to_string(),
+                meta.replace("\"contact.email\" =", "\"contact.mail\" ="),
+                "metadata.toml:4: tables.\"registry.patients\".columns.\"contact.mail\": table `registry.patients` has no column `contact.mail` (the nearest is `contact.email`)",
+            ),
+            (
+                ok.replace("registry.patients.contact.ref", "registry.patients.addresses.element.street"),
+                meta.to_string(),
+                "entry 2: `registry.patients.addresses.element.street` can't identify rows",
+            ),
+            (
+                ok.replace("registry.patients.patient_id", "registry.patients.contact.email"),
+                meta.to_string(),
+                "the root identifier `registry.patients.contact.email` must be a top-level column",
+            ),
+            (
+                ok.to_string(),
+                meta.replace("key = [\"patient_id\"]", "key = [\"addresses.element.street\"]"),
+                "can't be a row key",
+            ),
+        ] {
+            let (_d, g) = gov(&subjects, &metadata);
+            let e = check(&g, &schemas()).unwrap_err().to_string();
+            assert!(e.contains(want), "{e}\nwanted: {want}");
+        }
+        // A classification of a list covers the fields under it, by full and short name.
+        assert_eq!(
+            g.metadata
+                .classification("registry.patients", "addresses.element.street"),
+            Some(crate::governance::metadata::Classification::Personal)
+        );
+        assert_eq!(
+            g.metadata.classification("registry.patients", "contact.ref"),
+            None
+        );
+    }
 
     #[test]
     fn qualified_references_split_at_the_longest_table() {

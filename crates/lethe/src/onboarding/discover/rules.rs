@@ -493,9 +493,10 @@ pub fn by_field_name(path: &str, map_key: bool) -> Option<Kind> {
         return by_name(own);
     }
     let generic = words(own).iter().all(|w| GENERIC.contains(&w.as_str()));
-    match by_name(own) {
-        Some(k) if !generic => Some(k),
-        _ => by_name(&parts.join(".")),
+    if generic {
+        by_name(&parts.join("."))
+    } else {
+        by_name(own)
     }
 }
 
@@ -873,6 +874,25 @@ mod tests {
         for (name, want) in cases {
             assert_eq!(by_name(name), want, "{name}");
         }
+    }
+
+    #[test]
+    fn nested_fields_are_named_by_their_own_name_or_their_path() {
+        assert_eq!(by_field_name("contact.email", false), Some(Kind::Email));
+        assert_eq!(by_field_name("contact.phone", false), Some(Kind::Phone));
+        assert_eq!(
+            by_field_name("addresses.element.street", false),
+            Some(Kind::Address)
+        );
+        // Too generic alone: the path speaks.
+        assert_eq!(by_field_name("contact.name", false), Some(Kind::PersonName));
+        // A list's elements and a map's values by their column; a map's keys by nothing.
+        assert_eq!(by_field_name("emails.element", false), Some(Kind::Email));
+        assert_eq!(by_field_name("emails.value", false), Some(Kind::Email));
+        assert_eq!(by_field_name("emails.key", true), None);
+        // The parent doesn't make an unremarkable field personal.
+        assert_eq!(by_field_name("billing_address.country", false), None);
+        assert_eq!(by_field_name("email", false), Some(Kind::Email));
     }
 
     #[test]

@@ -344,10 +344,7 @@ pub fn leaf(column: &ArrayRef, steps: &[Step]) -> Result<Leaf> {
             }
         }
     }
-    Ok(Leaf {
-        values: cur,
-        owner,
-    })
+    Ok(Leaf { values: cur, owner })
 }
 
 /// The array of a struct path (`contact.email`) of a batch whose columns are named as the
@@ -413,7 +410,9 @@ fn null_in(a: &ArrayRef, steps: &[Step], mask: &[bool]) -> Result<ArrayRef> {
     };
     Ok(match step {
         Step::Field(k) => {
-            let s = a.as_struct_opt().ok_or_else(|| unsupported(a.data_type()))?;
+            let s = a
+                .as_struct_opt()
+                .ok_or_else(|| unsupported(a.data_type()))?;
             let mut cols = s.columns().to_vec();
             cols[*k] = null_in(&cols[*k], rest, mask)?;
             if rest.is_empty() && !s.fields()[*k].is_nullable() {
@@ -626,7 +625,9 @@ mod tests {
         assert_eq!(resolve(&s, "contact.email").unwrap().ids, vec![2, 5]);
         let e = resolve(&s, "contact.emial").unwrap_err().to_string();
         assert!(e.contains("the nearest is `contact.email`"), "{e}");
-        let e = resolve(&s, "addresses.element.stret").unwrap_err().to_string();
+        let e = resolve(&s, "addresses.element.stret")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("`addresses.element.street`"), "{e}");
         assert_eq!(
             type_name(&s.as_struct().fields()[1].field_type),
@@ -650,7 +651,11 @@ mod tests {
         let contact = StructArray::try_new(
             contact_fields,
             vec![
-                Arc::new(StringArray::from(vec![Some("a@x"), Some("b@x"), Some("c@x")])),
+                Arc::new(StringArray::from(vec![
+                    Some("a@x"),
+                    Some("b@x"),
+                    Some("c@x"),
+                ])),
                 Arc::new(StringArray::from(vec![Some("1"), None, Some("3")])),
             ],
             Some(NullBuffer::from(vec![true, true, false])),
@@ -776,7 +781,11 @@ mod tests {
         let s = schema();
         let b = batch();
         let rows = BooleanArray::from(vec![true, true, true]);
-        for path in ["addresses.element.street", "attributes.value", "contact.phone"] {
+        for path in [
+            "addresses.element.street",
+            "attributes.value",
+            "contact.phone",
+        ] {
             let p = resolve(&s, path).unwrap();
             let (out, changed) = set_null(b.column(p.column), &p.steps, &rows).unwrap();
             let after = leaf(&out, &p.steps).unwrap();

@@ -249,7 +249,10 @@ pub async fn discover(a: DiscoverArgs, config: Option<&Path>) -> anyhow::Result<
             .collect();
         print!(
             "{}",
-            out::table(&["column", "type", "proposed", "metadata.toml", "why"], &rows)
+            out::table(
+                &["column", "type", "proposed", "metadata.toml", "why"],
+                &rows
+            )
         );
         if let Some(k) = &t.key {
             println!("proposed key: {} ({})", k.columns.join(", "), k.reason);

@@ -78,7 +78,11 @@ fn json_of(dir: &Path, args: &[&str], code: i32) -> serde_json::Value {
 fn insert_under(file: &Path, header: &str, lines: &str) {
     let text = std::fs::read_to_string(file).unwrap();
     assert!(text.contains(header), "{header} in {text}");
-    std::fs::write(file, text.replacen(header, &format!("{header}\n{lines}"), 1)).unwrap();
+    std::fs::write(
+        file,
+        text.replacen(header, &format!("{header}\n{lines}"), 1),
+    )
+    .unwrap();
 }
 
 const NOT_IDENTIFYING: &str = r#"[patient.not_identifying]
@@ -292,7 +296,10 @@ async fn nested_values_are_discovered_declared_erased_searched_and_accounted_for
         ),
     ] {
         std::fs::write(file, good.replacen(from, to, 1)).unwrap();
-        let out = lethe_key(&home, &["explain", "--subject", &format!("patient={first}")]);
+        let out = lethe_key(
+            &home,
+            &["explain", "--subject", &format!("patient={first}")],
+        );
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{err}");
         assert!(err.contains(want), "{err}\nwanted: {want}");
@@ -314,7 +321,10 @@ async fn nested_values_are_discovered_declared_erased_searched_and_accounted_for
             .any(|h| h["table"] == table && h["trace"] == trace && h["place"] == "DataValue")
     };
     for t in ["registry.patients", "billing.claims"] {
-        assert!(found(t, "value addresses.element.street"), "{t}: {before:#}");
+        assert!(
+            found(t, "value addresses.element.street"),
+            "{t}: {before:#}"
+        );
         assert!(found(t, "value attributes.value"), "{t}");
     }
     assert!(found("registry.patients", "value contact.email"));
@@ -331,7 +341,12 @@ async fn nested_values_are_discovered_declared_erased_searched_and_accounted_for
     // explain says so before anything changes.
     let plan = json_of(
         &home,
-        &["explain", "--subject", &format!("patient={first}"), "--json"],
+        &[
+            "explain",
+            "--subject",
+            &format!("patient={first}"),
+            "--json",
+        ],
         0,
     );
     assert_eq!(
@@ -420,8 +435,14 @@ async fn nested_values_are_discovered_declared_erased_searched_and_accounted_for
         })
         .collect();
     assert_eq!(rows["registry.patients"], 1, "{erased:#}");
-    assert_eq!(rows["registry.visits"], info["visits_of"][1].as_u64().unwrap());
-    assert_eq!(rows["billing.claims"], info["claims_of"][1].as_u64().unwrap());
+    assert_eq!(
+        rows["registry.visits"],
+        info["visits_of"][1].as_u64().unwrap()
+    );
+    assert_eq!(
+        rows["billing.claims"],
+        info["claims_of"][1].as_u64().unwrap()
+    );
     let scan = json_of(&home, &["scan", "--request", "erasure-0002", "--json"], 1);
     let holding: Vec<(String, String, String)> = scan["hits"]
         .as_array()
@@ -436,9 +457,9 @@ async fn nested_values_are_discovered_declared_erased_searched_and_accounted_for
         })
         .collect();
     assert!(
-        holding
-            .iter()
-            .all(|(t, tr, d)| t == "registry.visits" && tr == "value contact.email" && d.contains("details.notes")),
+        holding.iter().all(|(t, tr, d)| t == "registry.visits"
+            && tr == "value contact.email"
+            && d.contains("details.notes")),
         "only the notes that mention the email hold a trace: {holding:#?}"
     );
     assert!(!holding.is_empty());
@@ -541,7 +562,11 @@ async fn nested_values_are_discovered_declared_erased_searched_and_accounted_for
     // counts); the internal map keys keep counts without bounds (as Java: no bounds inside
     // lists and maps); the internal struct field keeps its bounds.
     for entry in metrics(&home, "billing.claims") {
-        for c in ["addresses.element.street", "addresses.element.city", "attributes.value"] {
+        for c in [
+            "addresses.element.street",
+            "addresses.element.city",
+            "attributes.value",
+        ] {
             assert!(!entry.contains_key(c), "{c}: {entry:?}");
         }
         assert!(
@@ -551,7 +576,10 @@ async fn nested_values_are_discovered_declared_erased_searched_and_accounted_for
     }
     for entry in metrics(&home, "registry.patients") {
         assert!(!entry.contains_key("contact.email"), "{entry:?}");
-        assert!(matches!(entry.get("contact.preferred"), Some((true, Some(_)))));
+        assert!(matches!(
+            entry.get("contact.preferred"),
+            Some((true, Some(_)))
+        ));
     }
 
     // Review: a person redacts the two notes (with PyIceberg); once the files from before are

@@ -874,10 +874,8 @@ postcode = { prefix = 3 }
         fields.push(Field::new("contact", contact, true));
         tables.insert("crm.people".into(), ArrowSchema::new(fields));
         open.check(&tables, &g).unwrap();
-        let bad = policy(&DRAFT.replace(
-            "postcode = { prefix = 3 }",
-            "\"contact.emial\" = \"clear\"",
-        ));
+        let bad =
+            policy(&DRAFT.replace("postcode = { prefix = 3 }", "\"contact.emial\" = \"clear\""));
         let e = bad.check(&tables, &g).unwrap_err().to_string();
         assert!(e.contains("the nearest is `contact.email`"), "{e}");
     }

@@ -62,9 +62,7 @@ pub async fn explain_with(ws: &Workspace, subject: &SubjectRef, draw: bool) -> R
         subject: subject.subject.clone(),
         ..Default::default()
     };
-    preview
-        .value_columns
-        .insert(root_table, def.values.clone());
+    preview.value_columns.insert(root_table, def.values.clone());
     for s in &p.steps {
         if let Some(c) = &s.column {
             preview.ids.entry(c.clone()).or_default();

@@ -14,8 +14,8 @@ use serde::Serialize;
 
 use crate::erasure::case::CaseFile;
 use crate::error::{Error, Result};
-use crate::workspace::Workspace;
 use crate::governance::identifiers::column_array;
+use crate::workspace::Workspace;
 use iceberg::spec::{PrimitiveType, Type};
 use lethe_iceberg::nested::{FieldPath, field_paths, leaf};
 use lethe_iceberg::read::read_data_file;

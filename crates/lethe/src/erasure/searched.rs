@@ -143,8 +143,10 @@ pub async fn searched(
         .collect();
     let mut seen = BTreeSet::new();
     for s in steps {
-        if !matches!(s.action, Action::Delete | Action::Rewrite | Action::Recompute)
-            || !seen.insert(s.table)
+        if !matches!(
+            s.action,
+            Action::Delete | Action::Rewrite | Action::Recompute
+        ) || !seen.insert(s.table)
         {
             continue;
         }
@@ -162,7 +164,10 @@ pub async fn searched(
             .filter_map(|c| nested::resolve(&schema, c).ok())
             .collect();
         let mut cs = ColumnsSearched::default();
-        for leaf in nested::field_paths(&schema).into_iter().filter(|p| p.is_leaf()) {
+        for leaf in nested::field_paths(&schema)
+            .into_iter()
+            .filter(|p| p.is_leaf())
+        {
             let name = &leaf.name;
             if !gov
                 .metadata
@@ -175,7 +180,11 @@ pub async fn searched(
             let identifies = gov
                 .metadata
                 .table(s.table)
-                .and_then(|m| m.columns.get(name).or_else(|| m.columns.get(&short_name(name))))
+                .and_then(|m| {
+                    m.columns
+                        .get(name)
+                        .or_else(|| m.columns.get(&short_name(name)))
+                })
                 .and_then(|e| e.identifies())
                 == Some(case.subject.as_str());
             let is_id = identifies
@@ -233,7 +242,11 @@ mod tests {
             "{}",
             r[0]
         );
-        s.tables.get_mut("registry.patients").unwrap().not_traces.clear();
+        s.tables
+            .get_mut("registry.patients")
+            .unwrap()
+            .not_traces
+            .clear();
         assert!(s.is_complete() && s.remaining().is_empty());
     }
 }

@@ -346,7 +346,8 @@ pub fn identifier_columns(
 /// The values of an identifier column as text (as the register hashes them).
 pub fn id_strings(b: &arrow::array::RecordBatch, column: &str) -> Result<Vec<Option<String>>> {
     use arrow::array::{Array, AsArray};
-    let c = column_array(b, column).ok_or_else(|| Error::invalid(format!("no column `{column}`")))?;
+    let c =
+        column_array(b, column).ok_or_else(|| Error::invalid(format!("no column `{column}`")))?;
     let c = arrow::compute::cast(&c, &arrow::datatypes::DataType::Utf8)?;
     let s = c.as_string::<i32>();
     Ok((0..s.len())

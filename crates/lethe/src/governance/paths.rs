@@ -208,8 +208,9 @@ fn check_subject(gov: &Governance, schemas: &Schemas, name: &str, s: &Subject) -
     let (root_table, _) = s.root()?;
     if is_table(&root_table) {
         for (i, v) in s.values.iter().enumerate() {
-            resolve_current(schemas, &root_table, v)
-                .map_err(|m| f.error_at(&format!("{name}.values"), format!("entry {}: {m}", i + 1)))?;
+            resolve_current(schemas, &root_table, v).map_err(|m| {
+                f.error_at(&format!("{name}.values"), format!("entry {}: {m}", i + 1))
+            })?;
         }
         if let Some(c) = &s.first_seen {
             one_per_row(&format!("{name}.first_seen"), &root_table, c)?;
@@ -311,18 +312,27 @@ mod tests {
                 "metadata.toml:4: tables.\"registry.patients\".columns.\"contact.mail\": table `registry.patients` has no column `contact.mail` (the nearest is `contact.email`)",
             ),
             (
-                ok.replace("registry.patients.contact.ref", "registry.patients.addresses.element.street"),
+                ok.replace(
+                    "registry.patients.contact.ref",
+                    "registry.patients.addresses.element.street",
+                ),
                 meta.to_string(),
                 "entry 2: `registry.patients.addresses.element.street` can't identify rows",
             ),
             (
-                ok.replace("registry.patients.patient_id", "registry.patients.contact.email"),
+                ok.replace(
+                    "registry.patients.patient_id",
+                    "registry.patients.contact.email",
+                ),
                 meta.to_string(),
                 "the root identifier `registry.patients.contact.email` must be a top-level column",
             ),
             (
                 ok.to_string(),
-                meta.replace("key = [\"patient_id\"]", "key = [\"addresses.element.street\"]"),
+                meta.replace(
+                    "key = [\"patient_id\"]",
+                    "key = [\"addresses.element.street\"]",
+                ),
                 "can't be a row key",
             ),
         ] {
@@ -337,7 +347,8 @@ mod tests {
             Some(crate::governance::metadata::Classification::Personal)
         );
         assert_eq!(
-            g.metadata.classification("registry.patients", "contact.ref"),
+            g.metadata
+                .classification("registry.patients", "contact.ref"),
             None
         );
     }

@@ -88,7 +88,8 @@ impl Inventory {
 
     pub(super) fn has_column(&self, table: &str, column: &str) -> bool {
         self.tables.get(table).is_some_and(|t| {
-            t.columns.iter().any(|(c, _)| c == column) || t.struct_fields.iter().any(|c| c == column)
+            t.columns.iter().any(|(c, _)| c == column)
+                || t.struct_fields.iter().any(|c| c == column)
         })
     }
 

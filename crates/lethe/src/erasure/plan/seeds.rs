@@ -40,10 +40,12 @@ pub(super) fn seed(
     let id_names: BTreeSet<String> = subject
         .identifiers
         .iter()
-        .map(|c| match split_qualified(c, |t| inv.tables.contains_key(t)) {
-            Some((_, path)) => Ok(path),
-            None => split_column(c).map(|(_, c)| c),
-        })
+        .map(
+            |c| match split_qualified(c, |t| inv.tables.contains_key(t)) {
+                Some((_, path)) => Ok(path),
+                None => split_column(c).map(|(_, c)| c),
+            },
+        )
         .collect::<Result<_>>()?;
     let derived_cols = declared(gov, subject_name, &derived_sources(subject)?)?;
     let mut out = Seeded {

@@ -471,8 +471,8 @@ pub fn by_name(column: &str) -> Option<Kind> {
 /// Words of a field's own name too generic to say anything without its parent's
 /// (`contact.name`, `owner.id`).
 const GENERIC: &[&str] = &[
-    "name", "first", "last", "full", "id", "number", "no", "value", "text", "line", "key",
-    "code", "1", "2", "3",
+    "name", "first", "last", "full", "id", "number", "no", "value", "text", "line", "key", "code",
+    "1", "2", "3",
 ];
 
 /// What a field's name says it holds, for a path into nested columns: its own name

@@ -116,7 +116,9 @@ impl SampledColumn {
 
     /// Whether it is a struct, list or map.
     pub fn nested_type(&self) -> bool {
-        self.ty.starts_with("struct<") || self.ty.starts_with("list<") || self.ty.starts_with("map<")
+        self.ty.starts_with("struct<")
+            || self.ty.starts_with("list<")
+            || self.ty.starts_with("map<")
     }
 
     /// Whether it has one value per row (a top-level column or a struct field), so that
@@ -358,9 +360,11 @@ fn read_positions(
     // Projected batches keep the file's column order: map file index to batch index.
     let mut sorted_roots = roots.clone();
     sorted_roots.sort_unstable();
-    let target = lethe_iceberg::writer::arrow_schema(&iceberg::spec::Schema::builder()
-        .with_fields(fields.to_vec())
-        .build()?)?;
+    let target = lethe_iceberg::writer::arrow_schema(
+        &iceberg::spec::Schema::builder()
+            .with_fields(fields.to_vec())
+            .build()?,
+    )?;
     let mut rows = 0usize;
     for batch in reader {
         let batch = batch?;

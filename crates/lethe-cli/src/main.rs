@@ -87,6 +87,11 @@ enum Command {
     /// traces. Exit 0 only when every file was read and none holds a trace.
     Scan(cmd::prove::ScanArgs),
     /// ATTEST: evidence of an erasure as data (JSON or one HTML page); exit 0 only when COMPLETE.
+    ///
+    /// Lists the kinds of trace the scan searched for; a column classified personal or
+    /// sensitive (nested fields too) in a table the erasure changed that is neither an
+    /// identifier, nor one of the subject's values, nor declared in subjects.toml
+    /// `not_identifying` is named, and the physical purge is INCOMPLETE until it is.
     Attest(cmd::prove::AttestArgs),
     /// The erasure register: check tables for erased subjects, filter batches before loading.
     #[command(subcommand)]

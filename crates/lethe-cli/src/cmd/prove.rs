@@ -259,6 +259,7 @@ pub async fn attest(a: AttestArgs, config: Option<&Path>) -> anyhow::Result<Exit
                 .collect::<Vec<_>>()
                 .join(", ")
         );
+        println!("searched for: {}", att.searched.traces.join(", "));
         println!(
             "mentions for review: {}",
             att.mentions.values().map(|m| m.rows).sum::<u64>()

@@ -14,6 +14,8 @@ Tables:
 - registry.visits    visit_id (UUID string), patient_id, visited_at,
                      details struct<reason, notes>, clinic; two other patients' visits have
                      notes that give the second subject's email
+- registry.referrals referral_id, referred struct<patient_id, by> (the patient's ID only in a
+                     struct field), made_on; one referral of each subject
 - billing.claims     claim_id, patient_id, amount, addresses and attributes as the patient's at
                      the time of the claim, submitted_on (kept under a legal exception: the tests null the
                      street and the attribute values)
@@ -202,6 +204,25 @@ def main() -> int:
             })
     claims.append(table_from(claim_rows, claims.schema()))
 
+    referral_schema = Schema(
+        NestedField(1, "referral_id", LongType(), required=True),
+        NestedField(2, "referred", StructType(
+            NestedField(4, "patient_id", StringType()),
+            NestedField(5, "by", StringType()),
+        )),
+        NestedField(3, "made_on", DateType()),
+    )
+    referrals = catalog.create_table("registry.referrals", schema=referral_schema)
+    referral_rows = []
+    for r in rows:
+        if r in (first_subject, second_subject) or rng.random() < 0.3:
+            referral_rows.append({
+                "referral_id": len(referral_rows) + 1,
+                "referred": {"patient_id": r["patient_id"], "by": rng.choice(["gp", "a&e", "self"])},
+                "made_on": date(2024, 1, 1) + timedelta(days=rng.randrange(0, 700)),
+            })
+    referrals.append(table_from(referral_rows, referrals.schema()))
+
     def claims_of(s):
         return sum(1 for c in claim_rows if c["patient_id"] == s["patient_id"])
 
@@ -220,6 +241,7 @@ def main() -> int:
             "registry.patients": len(rows),
             "registry.visits": len(visit_rows),
             "billing.claims": len(claim_rows),
+            "registry.referrals": len(referral_rows),
         },
     }))
     return 0

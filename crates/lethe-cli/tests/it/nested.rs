@@ -95,7 +95,7 @@ const NOT_IDENTIFYING: &str = r#"[patient.not_identifying]
 fn subjects(values: &[&str]) -> String {
     let v: Vec<String> = values.iter().map(|v| format!("{v:?}")).collect();
     format!(
-        "[patient]\nidentifiers = [\"registry.patients.patient_id\"]\nvalues = [{}]\n\n{NOT_IDENTIFYING}",
+        "[patient]\nidentifiers = [\"registry.patients.patient_id\", \"registry.referrals.referred.patient_id\"]\nvalues = [{}]\n\n{NOT_IDENTIFYING}",
         v.join(", ")
     )
 }
@@ -201,6 +201,11 @@ async fn nested_values_are_discovered_declared_erased_searched_and_accounted_for
     assert_eq!(
         table("registry.visits")["key"]["columns"],
         serde_json::json!(["visit_id"])
+    );
+    // A struct field holding the patient's ID is found by its values.
+    assert_eq!(
+        column("registry.referrals", "referred.patient_id")["proposal"]["identifies"],
+        "patient"
     );
     let subject = &report["subjects"][0];
     assert_eq!(subject["root"], "registry.patients.patient_id");
@@ -435,6 +440,7 @@ async fn nested_values_are_discovered_declared_erased_searched_and_accounted_for
         })
         .collect();
     assert_eq!(rows["registry.patients"], 1, "{erased:#}");
+    assert_eq!(rows["registry.referrals"], 1, "selected by a struct field");
     assert_eq!(
         rows["registry.visits"],
         info["visits_of"][1].as_u64().unwrap()
@@ -523,6 +529,10 @@ async fn nested_values_are_discovered_declared_erased_searched_and_accounted_for
     assert_eq!(
         counts["billing.claims"]["rows"].as_u64().unwrap(),
         total("billing.claims")
+    );
+    assert_eq!(
+        counts["registry.referrals"]["rows"].as_u64().unwrap(),
+        total("registry.referrals") - 2
     );
     let claims = py(
         &src,

@@ -79,8 +79,10 @@ pub(super) fn seed(
                         .find(|d| &d.table == table && &d.column == col)
                 })
                 .flatten();
+            // A declared identifier column holds the root identifier's values, whatever its
+            // name (`referred.patient_id`).
             let label = if by_name {
-                col.clone()
+                root_column.to_string()
             } else if let Some(d) = derived {
                 d.label.clone()
             } else {

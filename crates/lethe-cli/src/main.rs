@@ -93,9 +93,18 @@ enum Command {
     /// identifier, nor one of the subject's values, nor declared in subjects.toml
     /// `not_identifying` is named, and the physical purge is INCOMPLETE until it is.
     Attest(cmd::prove::AttestArgs),
-    /// The erasure register: check tables for erased subjects, filter batches before loading.
+    /// The erasure register: check tables and stores for erased subjects, replay erasures
+    /// after a restore, filter batches before loading.
     #[command(subcommand)]
     Register(cmd::prove::RegisterCommand),
+    /// The stores outside the warehouse (governance/stores.toml): list them in erasure order,
+    /// check the registry and that every data destination is covered.
+    #[command(subcommand)]
+    Stores(cmd::stores::StoresCommand),
+    /// Re-probe the stores an erasure left pending: rebuilt stores after their next rebuild,
+    /// stores left to their retention after its day. Prints the request's manifest; exit 0
+    /// only when every store is verified.
+    Verify(cmd::verify::VerifyArgs),
     /// Benchmark set-ups and timed operations (see BENCHMARKS.md).
     #[command(subcommand, hide = true)]
     Bench(cmd::bench::BenchCommand),
@@ -165,6 +174,8 @@ fn main() -> ExitCode {
             Command::Scan(a) => cmd::prove::scan(a, config.as_deref()).await,
             Command::Attest(a) => cmd::prove::attest(a, config.as_deref()).await,
             Command::Register(c) => cmd::prove::register(c, config.as_deref()).await,
+            Command::Stores(c) => cmd::stores::run(c, config.as_deref()).await,
+            Command::Verify(a) => cmd::verify::verify(a, config.as_deref()).await,
             Command::Bench(c) => cmd::bench::run(c, config.as_deref()).await,
             Command::Lineage(c) => cmd::explain::lineage(c, config.as_deref()).await,
             Command::Consent(c) => cmd::consent::run(c, config.as_deref()).await,

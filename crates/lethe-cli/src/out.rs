@@ -75,6 +75,77 @@ pub fn progress_done() {
     }
 }
 
+/// Progress of a long job: one bar per cleanup stage (`cleanup PHASE K/N TABLE` messages),
+/// every other message as a [`progress`] line. Bars only draw on a terminal.
+pub struct StageBars {
+    multi: indicatif::MultiProgress,
+    bars: std::sync::Mutex<Vec<(String, indicatif::ProgressBar)>>,
+}
+
+impl StageBars {
+    /// No bars yet.
+    pub fn new() -> StageBars {
+        StageBars {
+            multi: indicatif::MultiProgress::with_draw_target(
+                indicatif::ProgressDrawTarget::stderr(),
+            ),
+            bars: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Shows one progress message.
+    pub fn show(&self, msg: &str) {
+        let parsed = msg.strip_prefix("cleanup ").and_then(|rest| {
+            let mut it = rest.splitn(3, ' ');
+            let phase = it.next()?;
+            let (k, n) = it.next()?.split_once('/')?;
+            Some((
+                phase.to_string(),
+                k.parse::<u64>().ok()?,
+                n.parse::<u64>().ok()?,
+                it.next().unwrap_or("").to_string(),
+            ))
+        });
+        let Some((phase, k, n, table)) = parsed else {
+            if self.bars.lock().map(|b| b.is_empty()).unwrap_or(true) {
+                progress(msg);
+            } else {
+                let _ = self.multi.println(msg);
+            }
+            return;
+        };
+        let mut bars = self.bars.lock().expect("progress bars");
+        let bar = match bars.iter().find(|(p, _)| *p == phase) {
+            Some((_, b)) => b.clone(),
+            None => {
+                let b = self.multi.add(indicatif::ProgressBar::new(n));
+                b.set_style(
+                    indicatif::ProgressStyle::with_template(
+                        "cleanup {prefix:13} [{bar:30}] {pos}/{len} {msg}",
+                    )
+                    .expect("a valid template")
+                    .progress_chars("=> "),
+                );
+                b.set_prefix(phase.clone());
+                bars.push((phase.clone(), b.clone()));
+                b
+            }
+        };
+        bar.set_position(k);
+        bar.set_message(table);
+    }
+
+    /// Finishes every bar.
+    pub fn done(&self) {
+        if let Ok(bars) = self.bars.lock() {
+            for (_, b) in bars.iter() {
+                b.finish();
+            }
+        }
+        progress_done();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

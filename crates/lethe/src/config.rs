@@ -40,8 +40,6 @@ pub struct Config {
     pub paths: Paths,
     /// Extra roots for the proof scan.
     pub scan_roots: Vec<PathBuf>,
-    /// Places outside the warehouse that may hold personal data (backups...), for attestations.
-    pub residuals: Vec<ResidualConfig>,
 }
 
 /// The catalog section.
@@ -71,20 +69,6 @@ pub struct Paths {
     pub state: PathBuf,
 }
 
-/// A place outside the warehouse that may hold personal data, named in attestations.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct ResidualConfig {
-    /// What it is ("nightly backups").
-    pub name: String,
-    /// Why it is kept (legal basis or operational reason).
-    pub basis: String,
-    /// When copies age out (a date, or a duration like "35 days").
-    pub expires: String,
-    /// The control that stops it bringing a subject back ("restore replays the register").
-    pub control: String,
-}
-
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawConfig {
@@ -93,8 +77,9 @@ struct RawConfig {
     paths: RawPaths,
     #[serde(default)]
     scan: RawScan,
+    /// Gone: places outside the warehouse are stores in governance/stores.toml now.
     #[serde(default)]
-    residuals: Vec<ResidualConfig>,
+    residuals: Option<toml::Value>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -141,6 +126,12 @@ impl Config {
             .map(Path::to_path_buf)
             .unwrap_or_else(|| PathBuf::from("."));
         let raw = &parsed.value;
+        if raw.residuals.is_some() {
+            return Err(parsed.error_at(
+                "residuals",
+                "[[residuals]] moved to governance/stores.toml: register each place as a store with probe = \"none\" and its basis, expires and control (e.g. [stores.backups] kind = \"backup\")",
+            ));
+        }
         if raw.catalog.kind != "sql" {
             return Err(parsed.error_at(
                 "catalog.kind",
@@ -182,7 +173,6 @@ impl Config {
         Ok(Config {
             catalog: raw.catalog.clone(),
             scan_roots: raw.scan.roots.iter().map(|r| root.join(r)).collect(),
-            residuals: raw.residuals.clone(),
             file: file.clone(),
             root,
             paths,

@@ -93,6 +93,15 @@ pub enum Error {
     /// The proof scan failed.
     #[error("scan: {0}")]
     Scan(#[from] lethe_scan::Error),
+    /// A store outside the warehouse failed (connection, API status, timeout, a residual
+    /// that deletes don't remove): names the store, never a value of the person.
+    #[error("store `{store}`: {message}")]
+    Store {
+        /// The store's name in governance/stores.toml.
+        store: String,
+        /// What went wrong.
+        message: String,
+    },
     /// A broken invariant inside lethe: a bug.
     #[error("internal error (a bug in lethe): {0}")]
     Internal(String),

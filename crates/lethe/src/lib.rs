@@ -12,7 +12,9 @@
 //!   the register;
 //! - [`access`]: consent states, the access policy, the enforced query path and its audit log;
 //! - [`onboarding`]: `lethe init` for an existing catalog, and discovery of what its columns
-//!   hold.
+//!   hold;
+//! - [`stores`]: the stores outside the warehouse (application databases, Git datasets,
+//!   rebuilt indexes, vendor APIs, files), their registry and the delete + probe protocol.
 //!
 //! It knows nothing of the demo platform (crate `lethe-demo`): tables, columns and subjects
 //! come from the configuration and the catalog.
@@ -27,6 +29,7 @@ pub mod keys;
 pub mod lifecycle;
 pub mod onboarding;
 pub mod pipeline;
+pub mod stores;
 pub mod tomlfile;
 pub mod workspace;
 

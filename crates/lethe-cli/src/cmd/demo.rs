@@ -3,7 +3,8 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::Subcommand;
+use clap::{Subcommand, ValueEnum};
+use lethe_demo::platform::appdb::{APP_DB_URL_ENV, AppDb};
 use lethe_demo::platform::{DemoOptions, init as demo_init};
 
 use crate::out;
@@ -14,7 +15,10 @@ pub enum DemoCommand {
     ///
     /// Deterministic for a seed. Scale 1 has 5,000 learners, 100,000 learning events, 2,000
     /// support tickets and about 17,500 payments in 12 Iceberg v2 tables (8 sources, 4 built
-    /// by SQL pipelines whose column lineage is recorded in lineage/).
+    /// by SQL pipelines whose column lineage is recorded in lineage/); the application database
+    /// they are loaded from (app/app.db, or PostgreSQL with --app-db postgres); an evaluation
+    /// set in Git (evalset/), a search index rebuilt from support tickets (search/), the
+    /// helpdesk vendor's API (`lethe demo vendor`) and governance/stores.toml registering them.
     Init {
         /// The folder to build it in.
         #[arg(long, default_value = "demo")]
@@ -28,10 +32,24 @@ pub enum DemoCommand {
         /// Rebuild when the folder already holds a demo.
         #[arg(long)]
         force: bool,
+        /// Where the application database lives: sqlite (app/app.db) or postgres (the URI in
+        /// LETHE_DEMO_APP_DB_URL; its tables are replaced).
+        #[arg(long, value_enum, default_value_t = AppDbKind::Sqlite)]
+        app_db: AppDbKind,
+        /// Only the warehouse and the application database: no evaluation set, search index,
+        /// vendor or stores.toml.
+        #[arg(long)]
+        warehouse_only: bool,
         /// Print JSON.
         #[arg(long)]
         json: bool,
     },
+    /// The search index's nightly rebuild from support.tickets (a delete there is undone by it
+    /// unless support.tickets was erased first).
+    RebuildIndex,
+    /// Serve the helpdesk vendor's API on the port in governance/stores.toml until stopped
+    /// (`lethe erase` reaches it through the helpdesk store).
+    Vendor,
     /// The demo's nightly job: reload crm.learners from the CRM application's export (which
     /// still holds erased learners), then rerun the pipelines. Run `lethe register check`
     /// after it; with --suppress the reload drops erased learners first.
@@ -59,6 +77,42 @@ pub enum DemoCommand {
     },
 }
 
+/// The demo's application database engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AppDbKind {
+    /// app/app.db in the demo folder.
+    Sqlite,
+    /// The PostgreSQL database LETHE_DEMO_APP_DB_URL names.
+    Postgres,
+}
+
+fn app_db(kind: AppDbKind) -> anyhow::Result<AppDb> {
+    Ok(match kind {
+        AppDbKind::Sqlite => AppDb::Sqlite,
+        AppDbKind::Postgres => {
+            let url = std::env::var(APP_DB_URL_ENV).map_err(|_| {
+                anyhow::anyhow!("--app-db postgres needs {APP_DB_URL_ENV}: the database's URI")
+            })?;
+            AppDb::Postgres(std::sync::Arc::new(secrecy::SecretString::from(url)))
+        }
+    })
+}
+
+/// Starts the demo's vendor API in this process, on the port its stores.toml names.
+async fn start_vendor(dir: &Path) -> anyhow::Result<Option<lethe_demo::platform::vendor::Vendor>> {
+    let Some(url) = lethe_demo::platform::vendor_url(dir)? else {
+        return Ok(None);
+    };
+    let port: u16 = url
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .ok_or_else(|| anyhow::anyhow!("the helpdesk store's URL {url} has no port"))?;
+    Ok(Some(
+        lethe_demo::platform::vendor::Vendor::start(dir, port).await?,
+    ))
+}
+
 pub async fn run(c: DemoCommand, config: Option<&Path>) -> anyhow::Result<ExitCode> {
     match c {
         DemoCommand::Reload { suppress, json } => {
@@ -68,14 +122,36 @@ pub async fn run(c: DemoCommand, config: Option<&Path>) -> anyhow::Result<ExitCo
                 out::json(&r)?;
             } else {
                 println!(
-                    "reloaded crm.learners: {} row(s) in the export, {} suppressed, {} loaded; reran {}",
+                    "reloaded from the application database: crm.learners {} row(s) read, {} suppressed, {} loaded; support.tickets {} loaded; reran {}{}",
                     r.rows_in_export,
                     r.suppressed,
                     r.rows_loaded,
-                    r.pipelines.join(", ")
+                    r.tickets_loaded,
+                    r.pipelines.join(", "),
+                    r.indexed
+                        .map(|n| format!("; search index rebuilt ({n} documents)"))
+                        .unwrap_or_default()
                 );
             }
             Ok(ExitCode::SUCCESS)
+        }
+        DemoCommand::RebuildIndex => {
+            run_rebuild(config).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        DemoCommand::Vendor => {
+            let ws = super::workspace(config)?;
+            let Some(v) = start_vendor(&ws.config.root).await? else {
+                anyhow::bail!("this demo has no helpdesk store (built with --warehouse-only?)");
+            };
+            println!(
+                "the helpdesk vendor's API listens on http://{} (Ctrl-C stops it)",
+                v.addr
+            );
+            let _vendor = v;
+            loop {
+                tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
+            }
         }
         DemoCommand::Run { dir, scale, seed } => walkthrough(dir, scale, seed).await,
         DemoCommand::Init {
@@ -83,6 +159,8 @@ pub async fn run(c: DemoCommand, config: Option<&Path>) -> anyhow::Result<ExitCo
             scale,
             seed,
             force,
+            app_db: kind,
+            warehouse_only,
             json,
         } => {
             let quiet = json;
@@ -92,6 +170,8 @@ pub async fn run(c: DemoCommand, config: Option<&Path>) -> anyhow::Result<ExitCo
                     scale,
                     seed,
                     force,
+                    app_db: app_db(kind)?,
+                    stores: !warehouse_only,
                 },
                 &|m| {
                     if !quiet {
@@ -141,6 +221,8 @@ async fn walkthrough(dir: PathBuf, scale: u32, seed: u64) -> anyhow::Result<Exit
             scale,
             seed,
             force: true,
+            app_db: AppDb::Sqlite,
+            stores: true,
         },
         &|m| out::progress(m),
     )
@@ -194,7 +276,20 @@ async fn walkthrough(dir: PathBuf, scale: u32, seed: u64) -> anyhow::Result<Exit
     super::consent::walkthrough(6, lethe_demo::platform::data::DEMO_LEARNER, cfg).await?;
     heading(
         7,
-        "Erase (one writer here, so no minimum file age)",
+        "The stores outside the warehouse, sources first",
+        "lethe stores list && lethe stores check --destinations governance/destinations.txt",
+    );
+    super::stores::run(super::stores::StoresCommand::List { json: false }, cfg).await?;
+    super::stores::run(
+        super::stores::StoresCommand::plain_check(report.dir.join("governance/destinations.txt")),
+        cfg,
+    )
+    .await?;
+    // The helpdesk vendor's API, served by this process while the walkthrough runs.
+    let vendor = start_vendor(&report.dir).await?;
+    heading(
+        8,
+        "Erase everywhere: the application database first, the warehouse, then the stores built from it (one writer here, so no minimum file age)",
         &format!("lethe erase --subject {subject} --request erasure-0001 --min-age 0"),
     );
     let code = super::erase::erase(
@@ -206,13 +301,24 @@ async fn walkthrough(dir: PathBuf, scale: u32, seed: u64) -> anyhow::Result<Exit
         return Ok(code);
     }
     heading(
-        8,
+        9,
+        "The search index's nightly rebuild, then verify the stores left pending",
+        "lethe demo rebuild-index && lethe verify --request erasure-0001",
+    );
+    run_rebuild(cfg).await?;
+    let code = super::verify::verify(super::verify::VerifyArgs::plain("erasure-0001"), cfg).await?;
+    if code != ExitCode::SUCCESS {
+        return Ok(code);
+    }
+    drop(vendor);
+    heading(
+        10,
         "Prove it: read every file",
         "lethe scan --request erasure-0001",
     );
     super::prove::scan(super::prove::ScanArgs::request("erasure-0001"), cfg).await?;
     heading(
-        9,
+        11,
         "Attest",
         &format!(
             "lethe attest --request erasure-0001 --html {}",
@@ -231,4 +337,12 @@ async fn walkthrough(dir: PathBuf, scale: u32, seed: u64) -> anyhow::Result<Exit
         report.dir.display()
     );
     Ok(code)
+}
+
+/// `lethe demo rebuild-index`.
+async fn run_rebuild(config: Option<&Path>) -> anyhow::Result<()> {
+    let ws = super::workspace(config)?;
+    let n = lethe_demo::platform::rebuild_index(&ws).await?;
+    println!("search index rebuilt from support.tickets: {n} document(s)");
+    Ok(())
 }

@@ -47,7 +47,7 @@ pub async fn erase(a: EraseArgs, config: Option<&Path>) -> anyhow::Result<ExitCo
     let ws = super::workspace(config)?;
     let requests: Vec<RequestSpec> = if let Some(r) = &a.resume {
         match find_request(&ws, r)? {
-            Some(j) if j.finished_at.is_some() => {
+            Some(j) if j.is_finished() => {
                 println!(
                     "erasure {} is already complete ({}); nothing to do",
                     j.batch,
@@ -78,22 +78,44 @@ pub async fn erase(a: EraseArgs, config: Option<&Path>) -> anyhow::Result<ExitCo
         key_file: None,
     };
     let quiet = a.json;
+    let bars = out::StageBars::new();
     let report = match run_erase(&ws, &requests, &opts, &|m| {
         if !quiet {
-            out::progress(m)
+            bars.show(m)
         }
     })
     .await
     {
         Ok(r) => r,
         Err(lethe::Error::Refused(why)) => {
-            out::progress_done();
+            bars.done();
             eprintln!("lethe: refused: {why}");
+            return Ok(ExitCode::from(1));
+        }
+        Err(lethe::Error::Store { store, message }) => {
+            bars.done();
+            // The request stays open: show where it stands, and how to resume it.
+            let request = &requests[0].request;
+            if let Some(j) = find_request(&ws, request)? {
+                if a.json {
+                    out::json(&serde_json::json!({
+                        "open": true,
+                        "failed_store": store,
+                        "error": message,
+                        "journal": j,
+                    }))?;
+                } else {
+                    print_summary(&ws, &j, false)?;
+                }
+            }
+            eprintln!(
+                "lethe: store {store}: {message}\nthe request is open: nothing is claimed for {store}; fix it and run `lethe erase --resume {request}`"
+            );
             return Ok(ExitCode::from(1));
         }
         Err(e) => return Err(e.into()),
     };
-    out::progress_done();
+    bars.done();
     let j = &report.journal;
     if a.json {
         out::json(&report)?;
@@ -107,9 +129,31 @@ pub async fn erase(a: EraseArgs, config: Option<&Path>) -> anyhow::Result<ExitCo
         );
         return Ok(ExitCode::SUCCESS);
     }
+    print_summary(&ws, j, report.dry_run)?;
+    if !report.dry_run {
+        let pending = j.stores.iter().any(|s| !s.state.settled());
+        let r = &j.requests[0].request;
+        if pending {
+            println!(
+                "next: after the pending stores' rebuilds, lethe verify --request {r}; then lethe scan --request {r} && lethe attest --request {r}"
+            );
+        } else {
+            println!("next: lethe scan --request {r} && lethe attest --request {r}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The erasure's summary: the manifest of its request (for a batch: the steps with counts over
+/// all requests), then the cleanup in one line.
+fn print_summary(
+    ws: &lethe::workspace::Workspace,
+    j: &lethe::erasure::erase::Journal,
+    dry_run: bool,
+) -> anyhow::Result<()> {
     println!(
         "{} {} ({} request(s))",
-        if report.dry_run {
+        if dry_run {
             "dry run of erasure"
         } else {
             "erasure"
@@ -117,17 +161,25 @@ pub async fn erase(a: EraseArgs, config: Option<&Path>) -> anyhow::Result<ExitCo
         j.batch,
         j.requests.len()
     );
-    let rows: Vec<Vec<String>> = j
-        .steps
-        .iter()
-        .map(|s| {
-            vec![
+    if j.requests.len() == 1 && !dry_run {
+        let r = &j.requests[0];
+        let case = lethe::erasure::case::read_case(ws, &r.request)?;
+        let m = lethe::erasure::manifest::build(j, &r.request, &case.hash, &case.rows, None);
+        print_manifest(&m);
+    } else {
+        let mut rows: Vec<Vec<String>> = Vec::new();
+        for s in j.stores.iter().filter(|s| s.before_warehouse) {
+            rows.push(store_row(s));
+        }
+        for s in &j.steps {
+            rows.push(vec![
                 s.table.clone(),
+                "iceberg table".into(),
                 s.action.to_string(),
                 match s.action {
                     Action::Delete | Action::Rewrite => format!(
                         "{} value(s) of {}",
-                        s.values.len(),
+                        s.selected_by,
                         s.column.clone().unwrap_or_default()
                     ),
                     Action::Recompute => {
@@ -135,20 +187,30 @@ pub async fn erase(a: EraseArgs, config: Option<&Path>) -> anyhow::Result<ExitCo
                     }
                     _ => String::new(),
                 },
-                if report.dry_run {
+                if dry_run {
                     "-".into()
                 } else {
                     out::count(s.rows)
                 },
-                s.snapshot_id.map_or("-".into(), |x| x.to_string()),
-            ]
-        })
-        .collect();
-    print!(
-        "{}",
-        out::table(&["table", "action", "selects", "rows", "snapshot"], &rows)
-    );
-    if !report.dry_run {
+                if s.done {
+                    "done".into()
+                } else {
+                    "planned".into()
+                },
+            ]);
+        }
+        for s in j.stores.iter().filter(|s| !s.before_warehouse) {
+            rows.push(store_row(s));
+        }
+        print!(
+            "{}",
+            out::table(
+                &["system", "kind", "action", "selects by", "records", "state"],
+                &rows
+            )
+        );
+    }
+    if !dry_run {
         let (mut exp, mut man, mut files, mut young) = (0, 0, 0, 0);
         for c in j.cleanup.values() {
             exp += c.snapshots_expired;
@@ -157,14 +219,68 @@ pub async fn erase(a: EraseArgs, config: Option<&Path>) -> anyhow::Result<ExitCo
             young += c.files_too_young;
         }
         println!(
-            "cleanup: {exp} snapshot(s) expired, {man} manifest rewrite(s), {files} file(s) removed, {young} unreferenced file(s) younger than the minimum age left"
-        );
-        println!(
-            "next: lethe scan --request {} && lethe attest --request {}",
-            j.requests[0].request, j.requests[0].request
+            "cleanup of {} table(s): {exp} snapshot(s) expired, {man} manifest rewrite(s), {files} file(s) removed, {young} unreferenced file(s) younger than the minimum age left",
+            j.cleanup.len()
         );
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
+}
+
+fn store_row(s: &lethe::erasure::erase::StoreStep) -> Vec<String> {
+    vec![
+        s.store.clone(),
+        s.kind.to_string(),
+        s.action.to_string(),
+        String::new(),
+        out::count(s.records.values().sum()),
+        s.state.to_string(),
+    ]
+}
+
+/// A manifest's systems as a table, then its residuals and hand-offs.
+pub fn print_manifest(m: &lethe::erasure::manifest::Manifest) {
+    let rows: Vec<Vec<String>> = m
+        .systems
+        .iter()
+        .map(|s| {
+            vec![
+                s.system.clone(),
+                s.kind.clone(),
+                s.action.clone(),
+                out::count(s.records),
+                s.duration_ms.map_or("-".into(), |d| format!("{d} ms")),
+                s.residual.map_or("-".into(), |r| r.to_string()),
+                s.state.clone(),
+            ]
+        })
+        .collect();
+    println!(
+        "manifest of {} (subject {} {}): {}",
+        m.request, m.subject_kind, m.subject_ref, m.status
+    );
+    print!(
+        "{}",
+        out::table(
+            &[
+                "system", "kind", "action", "records", "took", "residual", "state"
+            ],
+            &rows
+        )
+    );
+    for r in &m.residuals {
+        println!(
+            "residual: {} ({}; ends: {}; control: {})",
+            r.place, r.basis, r.expires, r.control
+        );
+    }
+    for h in &m.hand_offs {
+        println!(
+            "hand-off: {} trained on {} -> {} (not erased by lethe)",
+            h.artifact,
+            h.trained_on.join(", "),
+            h.owner
+        );
+    }
 }
 
 impl EraseArgs {

@@ -13,6 +13,8 @@ pub mod properties;
 pub mod prove;
 pub mod query;
 pub mod retention;
+pub mod stores;
+pub mod verify;
 
 use std::path::Path;
 

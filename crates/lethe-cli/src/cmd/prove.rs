@@ -91,6 +91,22 @@ pub enum RegisterCommand {
     },
     /// List the register's entries (request IDs and hashes only).
     List,
+    /// After a restore (or a reload from a source nobody erased): delete again every erased
+    /// subject the register names, from every table and registered store whose identifier
+    /// hashes to a register entry, then clean up the tables changed (expiry, manifest rewrite,
+    /// sweep). The control backups' residual entries name. Reports counts and request IDs;
+    /// exit 1 when something was found (an incident, now repaired unless --dry-run).
+    Replay {
+        /// Report what would be deleted; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// The sweep's minimum file age (default: governance/retention.toml [sweep]).
+        #[arg(long)]
+        min_age: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 async fn cases_for(
@@ -264,6 +280,7 @@ pub async fn attest(a: AttestArgs, config: Option<&Path>) -> anyhow::Result<Exit
             "mentions for review: {}",
             att.mentions.values().map(|m| m.rows).sum::<u64>()
         );
+        super::erase::print_manifest(&att.manifest);
         for r in &att.residuals {
             println!(
                 "outside the warehouse: {} ({}; ends {}; control: {})",
@@ -294,15 +311,87 @@ pub async fn register(c: RegisterCommand, config: Option<&Path>) -> anyhow::Resu
             }
             Ok(ExitCode::SUCCESS)
         }
+        RegisterCommand::Replay {
+            dry_run,
+            min_age,
+            json,
+        } => {
+            let key = RegisterKey::load(default_key_file(&ws).as_deref())?;
+            let opts = lethe::erasure::replay::ReplayOptions {
+                dry_run,
+                min_age: min_age
+                    .as_deref()
+                    .map(lethe_iceberg::clock::parse_duration)
+                    .transpose()?,
+            };
+            let bars = out::StageBars::new();
+            let r = lethe::erasure::replay::replay(&ws, &key, &opts, &|m| {
+                if !json {
+                    bars.show(m)
+                }
+            })
+            .await?;
+            bars.done();
+            if json {
+                out::json(&r)?;
+            } else {
+                if r.found_nothing() {
+                    println!("no table or store holds an erased subject: nothing to replay");
+                }
+                let verb = if dry_run { "would delete" } else { "deleted" };
+                for i in &r.tables {
+                    println!(
+                        "{}.{}: {verb} {} row(s) of erased subjects (requests {})",
+                        i.table,
+                        i.column,
+                        i.rows,
+                        i.requests.join(", ")
+                    );
+                }
+                for s in &r.stores {
+                    println!(
+                        "store {}: {verb} {} record(s) of erased subjects (requests {})",
+                        s.store,
+                        s.records,
+                        s.requests.join(", ")
+                    );
+                }
+                for (s, why) in &r.not_replayable {
+                    println!("store {s}: can't be matched against the register: {why}");
+                }
+                if !r.cleaned_up.is_empty() {
+                    println!("cleaned up: {}", r.cleaned_up.join(", "));
+                }
+            }
+            Ok(if r.found_nothing() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
+        }
         RegisterCommand::Check { json } => {
             let key = RegisterKey::load(default_key_file(&ws).as_deref())?;
             let incidents = lethe::erasure::register::check(&ws, &key).await?;
+            let in_stores = lethe::erasure::replay::check_stores(&ws, &key).await?;
             if json {
-                out::json(&incidents)?;
-            } else if incidents.is_empty() {
-                println!("no table holds a row of an erased subject");
+                let mut all: Vec<serde_json::Value> = incidents
+                    .iter()
+                    .map(serde_json::to_value)
+                    .collect::<Result<_, _>>()?;
+                for s in &in_stores {
+                    all.push(serde_json::json!({
+                        "store": s.store,
+                        "rows": s.records,
+                        "requests": s.requests,
+                    }));
+                }
+                out::json(&all)?;
+            } else if incidents.is_empty() && in_stores.is_empty() {
+                println!("no table or store holds a row of an erased subject");
             } else {
-                println!("INCIDENT: rows of erased subjects are back");
+                println!(
+                    "INCIDENT: rows of erased subjects are back (run `lethe register replay`)"
+                );
                 for i in &incidents {
                     println!(
                         "  {}.{}: {} row(s) (requests {})",
@@ -312,8 +401,16 @@ pub async fn register(c: RegisterCommand, config: Option<&Path>) -> anyhow::Resu
                         i.requests.join(", ")
                     );
                 }
+                for s in &in_stores {
+                    println!(
+                        "  store {}: {} record(s) (requests {})",
+                        s.store,
+                        s.records,
+                        s.requests.join(", ")
+                    );
+                }
             }
-            Ok(if incidents.is_empty() {
+            Ok(if incidents.is_empty() && in_stores.is_empty() {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::from(1)

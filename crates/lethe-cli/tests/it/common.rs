@@ -7,6 +7,7 @@ use std::process::{Command, Output};
 
 use lethe::config::Config;
 use lethe::workspace::Workspace;
+use lethe_demo::platform::appdb::AppDb;
 use lethe_demo::platform::{DemoOptions, init};
 
 /// A demo platform built in a temporary folder.
@@ -31,10 +32,8 @@ impl Demo {
         let dir = tmp.path().join("demo");
         init(
             &DemoOptions {
-                dir: dir.clone(),
-                scale: 1,
                 seed,
-                force: false,
+                ..DemoOptions::new(dir.clone())
             },
             &|_| {},
         )
@@ -45,9 +44,61 @@ impl Demo {
         Demo { tmp, dir, ws }
     }
 
+    /// Builds the demo with its stores (application database, evaluation set, search index,
+    /// vendor) registered in governance/stores.toml.
+    pub async fn with_stores(app_db: AppDb) -> Demo {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().join("demo");
+        init(
+            &DemoOptions {
+                app_db,
+                stores: true,
+                ..DemoOptions::new(dir.clone())
+            },
+            &|_| {},
+        )
+        .await
+        .expect("demo init");
+        let ws = Workspace::open(&Config::load(&dir.join("lethe.toml")).expect("config"))
+            .expect("workspace");
+        Demo { tmp, dir, ws }
+    }
+
+    /// Starts this demo's vendor API (in the test's runtime) on the port its stores.toml names.
+    pub async fn vendor(&self) -> lethe_demo::platform::vendor::Vendor {
+        let url = lethe_demo::platform::vendor_url(&self.dir)
+            .expect("stores.toml")
+            .expect("a helpdesk store");
+        let port: u16 = url.rsplit(':').next().unwrap().parse().unwrap();
+        lethe_demo::platform::vendor::Vendor::start(&self.dir, port)
+            .await
+            .expect("vendor")
+    }
+
     /// Runs the `lethe` binary with this demo's configuration.
     pub fn lethe(&self, args: &[&str]) -> Output {
         lethe_in(&self.dir, args)
+    }
+
+    /// Runs `lethe` with extra environment variables; asserts the exit code, returns stdout.
+    pub fn lethe_env(&self, args: &[&str], env: &[(&str, &str)], code: i32) -> String {
+        let out = Command::new(env!("CARGO_BIN_EXE_lethe"))
+            .args(args)
+            .current_dir(&self.dir)
+            .env_remove("LETHE_REGISTER_KEY")
+            .env_remove("LETHE_CONFIG")
+            .envs(env.iter().copied())
+            .output()
+            .expect("run lethe");
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "lethe {args:?} exited {:?}\nstdout:\n{}\nstderr:\n{}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
     /// Runs `lethe` and returns stdout, asserting the exit code.

@@ -4,7 +4,8 @@
 //! payments; dates run from 2024-01-01 to 2026-10-01 (the demo's "today"). Some values are
 //! shaped on purpose: learner 3590's email is typed in capitals (so it sorts before every other
 //! email and becomes a manifest's lower bound), learner 3590 has 2 enrollments, 19 events, one
-//! review, no tickets and 2 payments, some learners' consent to AI training is unknown (they
+//! review, one ticket (the most recent: the search index and the evaluation set hold it too) and
+//! 2 payments, some learners' consent to AI training is unknown (they
 //! signed up before the platform asked), and ticket and review texts sometimes name another
 //! learner.
 
@@ -731,7 +732,7 @@ pub fn generate(scale: u32, seed: u64) -> Vec<TableData> {
         review_batch.slice(half, review_batch.num_rows() - half),
     ];
 
-    // support.tickets: 2,000 per scale unit; learner 3590 has none.
+    // support.tickets: 2,000 per scale unit; learner 3590 has one, the most recent.
     let n_tickets = 2_000 * scale;
     let mut tk: Vec<(i64, NaiveDateTime, String, String, String)> = Vec::new();
     for _ in 0..n_tickets {
@@ -771,6 +772,12 @@ pub fn generate(scale: u32, seed: u64) -> Vec<TableData> {
         ));
     }
     tk.sort_by_key(|t| t.1);
+    if let Some(last) = tk.last_mut() {
+        last.0 = DEMO_LEARNER;
+        last.2 = "open".into();
+        last.3 = "Certificate missing".into();
+        last.4 = "My certificate for Advanced SQL is missing.".into();
+    }
     let mut ticket_appends = Vec::new();
     let mut next_ticket = 1i64;
     for year in [2024, 2025, 2026] {

@@ -251,20 +251,90 @@ pub const PIPELINES: &[(&str, &str)] = &[
     ),
 ];
 
-/// Places outside the warehouse that may hold a learner, appended to the demo's lethe.toml.
-pub const RESIDUALS: &str = r#"
-# Places outside the warehouse that can hold a person; every attestation lists them.
-[[residuals]]
-name = "CRM application export (exports/crm_learners.parquet)"
-basis = "the CRM application's nightly export, the source of crm.learners; the CRM erases in its own system"
-expires = "overwritten by the CRM application every night"
-control = "the nightly reload passes it through `lethe register suppress`; `lethe register check` runs after every load"
+/// `governance/stores.toml`: every place outside the warehouse that holds a learner. `{APP_DB}`
+/// is replaced by the application database's engine settings and `{VENDOR}` by the vendor
+/// API's base URL (a free port chosen at `demo init`).
+pub const STORES: &str = r#"# Every place outside the warehouse that holds a learner, and how lethe deletes and probes it.
+# Reviewed by the data-protection team with each store's owner. An erasure runs sources first:
+# the application database before the warehouse tables loaded from it, the search index and
+# the evaluation set after the tables they are built from.
 
-[[residuals]]
-name = "warehouse backups"
-basis = "disaster-recovery copies of the warehouse folder"
-expires = "35 days after the erasure"
-control = "a restore runs `lethe register check` before the warehouse is used again"
+[requests]
+deadline_days = 30                   # a request is answered within 30 days
+
+# Warehouse tables loaded from the application database every night (`lethe demo reload`).
+[warehouse."crm.learners"]
+depends_on = ["app_db"]
+[warehouse."support.tickets"]
+depends_on = ["app_db"]
+[warehouse."billing.payments"]
+depends_on = ["app_db"]
+
+[stores.app_db]
+kind = "database"
+owner = "platform team"
+description = "the learning platform's application database: the source of truth"
+retention = "none"
+{APP_DB}subject_field = "learner_id"
+[[stores.app_db.tables]]
+table = "learners"
+[[stores.app_db.tables]]
+table = "tickets"
+[[stores.app_db.tables]]
+table = "payments"
+action = "tombstone"                 # payment records are kept (tax law): the learner is unlinked
+erase_columns = ["card_number"]
+
+[stores.crm_export]
+kind = "files"
+owner = "crm team"
+description = "the CRM's export for the marketing agency"
+depends_on = ["app_db"]
+path = "exports"
+subject_field = "learner_id"
+
+[stores.helpdesk]
+kind = "http"
+owner = "support team"
+description = "the helpdesk vendor, which knows learners who contacted support by email"
+depends_on = ["app_db"]
+identifier = "email"
+delete_request = { method = "DELETE", url = "{VENDOR}/v1/users/{subject}" }
+probe_request = { method = "GET", url = "{VENDOR}/v1/users/{subject}" }
+timeout_seconds = 5
+retries = 3
+backoff_ms = 100
+
+[stores.support_search]
+kind = "index"
+owner = "support team"
+description = "full-text search over support tickets for the support agents"
+engine = "sqlite"
+path = "search/support.db"
+table = "tickets_fts"
+builds_table = "index_builds"
+subject_field = "learner_id"
+rebuilt_from = "support.tickets"
+schedule = "nightly at 02:00 (lethe demo rebuild-index)"
+
+[stores.eval_set]
+kind = "git"
+owner = "ml team"
+description = "the course assistant's evaluation set, cases drawn from support tickets"
+depends_on = ["support.tickets"]
+path = "evalset"
+files = ["cases/*.jsonl"]
+subject_field = "learner_id"
+"#;
+
+/// `governance/destinations.txt`: the platform's data destinations (its egress allowlist), for
+/// `lethe stores check --destinations`.
+pub const DESTINATIONS: &str = r#"# Where the platform's data goes: every destination must be a registered store.
+file:exports
+git:evalset
+sqlite:search/support.db
+{APP_DB_DESTINATION}
+{VENDOR}
 "#;
 
 /// `governance/policy.toml`: who may read what through `lethe query --as`, and where consent

@@ -3,13 +3,22 @@
 //! Builds, deterministically for a seed: the catalog (SQLite) and warehouse with eight source
 //! tables written by lethe's writer in several appends (so snapshots, manifests and old files
 //! exist as in production), the reviewed governance files, the SQL pipelines, and the four
-//! derived tables built by running those pipelines (which records their column lineage).
+//! derived tables built by running those pipelines (which records their column lineage); and
+//! the platform's systems outside the warehouse: the application database the warehouse is
+//! loaded from ([`appdb`], SQLite or PostgreSQL), and with [`DemoOptions::stores`] the
+//! evaluation set in Git ([`evalset`]), the search index rebuilt from support tickets
+//! ([`search`]), the helpdesk vendor's API ([`vendor`]) and `governance/stores.toml`
+//! registering them.
 //!
 //! The library outside this module knows nothing of these tables: they reach the rest of lethe
 //! only through the catalog and the files written here.
 
+pub mod appdb;
 pub mod data;
+pub mod evalset;
 pub mod files;
+pub mod search;
+pub mod vendor;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -30,7 +39,7 @@ pub const EXPORT: &str = "exports/crm_learners.parquet";
 /// What the nightly reload did.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct ReloadReport {
-    /// Rows in the export.
+    /// Learners read from the application database.
     pub rows_in_export: u64,
     /// Rows of erased learners suppressed (with `--suppress`).
     pub suppressed: u64,
@@ -38,14 +47,31 @@ pub struct ReloadReport {
     pub rows_loaded: u64,
     /// Pipelines rerun.
     pub pipelines: Vec<String>,
+    /// Tickets loaded into support.tickets.
+    pub tickets_loaded: u64,
+    /// Documents in the rebuilt search index (when the demo has one).
+    pub indexed: Option<u64>,
 }
 
-/// The demo's nightly job: reload crm.learners from the CRM application's export (which still
-/// holds erased learners), optionally through the register's suppression, then rerun every
-/// pipeline.
+/// The arrow schema of a warehouse table's current columns (no field ids).
+async fn table_schema(ws: &Workspace, table: &str) -> Result<ArrowSchema> {
+    let t = ws.warehouse.load(&TableName::parse(table)?).await?;
+    let a = iceberg::arrow::schema_to_arrow_schema(t.metadata.current_schema())?;
+    Ok(ArrowSchema::new(
+        a.fields()
+            .iter()
+            .map(|f| Field::new(f.name(), f.data_type().clone(), f.is_nullable()))
+            .collect::<Vec<_>>(),
+    ))
+}
+
+/// The demo's nightly job: reload crm.learners and support.tickets from the application
+/// database (which holds whoever nobody erased there), crm.learners optionally through the
+/// register's suppression; rerun every pipeline; rebuild the search index when there is one.
 pub async fn reload(ws: &Workspace, suppress: bool) -> Result<ReloadReport> {
-    let export = ws.config.root.join(EXPORT);
-    let batches = lethe::batchio::read_batches(&export)?;
+    let db = appdb::of_demo(&ws.config.root)?;
+    let learners_schema = table_schema(ws, "crm.learners").await?;
+    let batches = vec![appdb::read(&ws.config.root, &db, "learners", &learners_schema).await?];
     let rows_in_export = batches.iter().map(|b| b.num_rows() as u64).sum();
     let (batches, suppressed) = if suppress {
         let gov = ws.governance()?;
@@ -73,7 +99,7 @@ pub async fn reload(ws: &Workspace, suppress: bool) -> Result<ReloadReport> {
     let mut summary = BTreeMap::new();
     summary.insert(
         "lethe-load".to_string(),
-        "nightly reload from the CRM export".to_string(),
+        "nightly reload from the application database".to_string(),
     );
     lethe_iceberg::ops::rewrite::replace_contents(
         &ws.warehouse,
@@ -85,16 +111,40 @@ pub async fn reload(ws: &Workspace, suppress: bool) -> Result<ReloadReport> {
         },
     )
     .await?;
+    let tickets_schema = table_schema(ws, "support.tickets").await?;
+    let tickets = appdb::read(&ws.config.root, &db, "tickets", &tickets_schema).await?;
+    let tickets_loaded = tickets.num_rows() as u64;
+    lethe_iceberg::ops::rewrite::replace_contents(
+        &ws.warehouse,
+        &TableName::parse("support.tickets")?,
+        &[tickets],
+        [(
+            "lethe-load".to_string(),
+            "nightly reload from the application database".to_string(),
+        )]
+        .into(),
+        WriteOptions {
+            max_rows_per_file: Some(50_000),
+        },
+    )
+    .await?;
     let mut pipelines = Vec::new();
     for p in lethe::pipeline::Pipeline::load_all(&ws.config.paths.pipelines)? {
         lethe::pipeline::run(ws, &p).await?;
         pipelines.push(p.name);
     }
+    let indexed = if ws.config.root.join(search::SEARCH_DB).exists() {
+        Some(search::rebuild(ws).await?)
+    } else {
+        None
+    };
     Ok(ReloadReport {
         rows_in_export,
         suppressed,
         rows_loaded,
         pipelines,
+        tickets_loaded,
+        indexed,
     })
 }
 
@@ -109,6 +159,25 @@ pub struct DemoOptions {
     pub seed: u64,
     /// Replace an existing demo in `dir`.
     pub force: bool,
+    /// The application database (SQLite in the demo folder by default).
+    pub app_db: appdb::AppDb,
+    /// Also build the systems outside the warehouse — evaluation set, search index, vendor —
+    /// and register them (with the application database) in governance/stores.toml.
+    pub stores: bool,
+}
+
+impl DemoOptions {
+    /// Scale 1, seed 42, SQLite, no stores: the warehouse-only demo the tests mostly use.
+    pub fn new(dir: impl Into<PathBuf>) -> DemoOptions {
+        DemoOptions {
+            dir: dir.into(),
+            scale: 1,
+            seed: 42,
+            force: false,
+            app_db: appdb::AppDb::Sqlite,
+            stores: false,
+        }
+    }
 }
 
 /// What `demo init` built.
@@ -147,6 +216,10 @@ pub async fn init(opts: &DemoOptions, progress: &dyn Fn(&str)) -> Result<DemoRep
             "exports",
             "governance",
             "pipelines",
+            "app",
+            "evalset",
+            "search",
+            "vendor",
         ] {
             let p = dir.join(sub);
             if p.exists() {
@@ -178,11 +251,7 @@ pub async fn init(opts: &DemoOptions, progress: &dyn Fn(&str)) -> Result<DemoRep
     }
     write(
         &config_file,
-        &format!(
-            "{}{}",
-            Config::render("lethe", "sqlite:catalog.db", "warehouse", &["raw"]),
-            files::RESIDUALS
-        ),
+        &Config::render("lethe", "sqlite:catalog.db", "warehouse", &["raw"]),
     )?;
     write(&dir.join("governance/metadata.toml"), files::METADATA)?;
     write(&dir.join("governance/retention.toml"), files::RETENTION)?;
@@ -205,7 +274,13 @@ pub async fn init(opts: &DemoOptions, progress: &dyn Fn(&str)) -> Result<DemoRep
         "generating data (scale {}, seed {})",
         opts.scale, opts.seed
     ));
-    for t in data::generate(opts.scale, opts.seed) {
+    let generated = data::generate(opts.scale, opts.seed);
+    progress("the application database");
+    appdb::create(&dir, &opts.app_db, &generated).await?;
+    if opts.stores {
+        write_stores(&dir, &opts.app_db, &generated)?;
+    }
+    for t in generated {
         let name = TableName::parse(t.table)?;
         let first = t
             .appends
@@ -251,7 +326,89 @@ pub async fn init(opts: &DemoOptions, progress: &dyn Fn(&str)) -> Result<DemoRep
         report.tables.insert(p.target.to_string(), run.rows);
         report.pipelines.push(p.name.clone());
     }
+    if opts.stores {
+        progress("the evaluation set (Git) and the search index");
+        evalset::create(&dir)?;
+        search::rebuild(&ws).await?;
+    }
     Ok(report)
+}
+
+/// The base URL of a demo's vendor API, from its stores.toml.
+pub fn vendor_url(dir: &Path) -> Result<Option<String>> {
+    let reg = lethe::stores::registry::load(&dir.join("governance"))?;
+    Ok(reg.value.stores.get("helpdesk").and_then(|s| {
+        s.delete_request.as_ref().and_then(|r| {
+            r.url
+                .strip_suffix("/v1/users/{subject}")
+                .map(str::to_string)
+        })
+    }))
+}
+
+/// Writes stores.toml, destinations.txt and the vendor's users for a demo with stores.
+fn write_stores(dir: &Path, db: &appdb::AppDb, generated: &[data::TableData]) -> Result<()> {
+    let vendor = format!("http://127.0.0.1:{}", vendor::free_port()?);
+    let (app, app_dest) = match db {
+        appdb::AppDb::Sqlite => (
+            format!("engine = \"sqlite\"\npath = \"{}\"\n", appdb::APP_DB),
+            format!("sqlite:{}", appdb::APP_DB),
+        ),
+        appdb::AppDb::Postgres(_) => (
+            format!(
+                "engine = \"postgres\"\nurl_env = \"{}\"\n",
+                appdb::APP_DB_URL_ENV
+            ),
+            format!("postgres:{}", appdb::APP_DB_URL_ENV),
+        ),
+    };
+    write(
+        &dir.join("governance/stores.toml"),
+        &files::STORES
+            .replace("{APP_DB}", &app)
+            .replace("{VENDOR}", &vendor),
+    )?;
+    write(
+        &dir.join("governance/destinations.txt"),
+        &files::DESTINATIONS
+            .replace("{APP_DB_DESTINATION}", &app_dest)
+            .replace("{VENDOR}", &vendor),
+    )?;
+    // The helpdesk knows the learners who opened tickets, by email.
+    let emails: BTreeMap<i64, String> = generated
+        .iter()
+        .filter(|t| t.table == "crm.learners")
+        .flat_map(|t| t.appends.iter())
+        .flat_map(|b| {
+            let ids = b.column_by_name("learner_id").expect("learner_id").clone();
+            let em = b.column_by_name("email").expect("email").clone();
+            let ids =
+                arrow::array::AsArray::as_primitive::<arrow::datatypes::Int64Type>(&ids).clone();
+            let em = arrow::array::AsArray::as_string::<i32>(&em).clone();
+            (0..ids.len())
+                .map(|i| (ids.value(i), em.value(i).to_string()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let mut users: BTreeMap<String, u64> = BTreeMap::new();
+    for t in generated.iter().filter(|t| t.table == "support.tickets") {
+        for b in &t.appends {
+            let ids = b.column_by_name("learner_id").expect("learner_id").clone();
+            let ids =
+                arrow::array::AsArray::as_primitive::<arrow::datatypes::Int64Type>(&ids).clone();
+            for i in 0..ids.len() {
+                if let Some(e) = emails.get(&ids.value(i)) {
+                    *users.entry(e.clone()).or_default() += 1;
+                }
+            }
+        }
+    }
+    vendor::write_users(dir, &users)
+}
+
+/// The search index's nightly rebuild from support.tickets: documents indexed.
+pub async fn rebuild_index(ws: &Workspace) -> Result<u64> {
+    search::rebuild(ws).await
 }
 
 fn write(path: &Path, text: &str) -> Result<()> {

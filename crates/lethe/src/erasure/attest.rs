@@ -5,13 +5,15 @@
 //! request, the subject by its register hash only, what was done per table (action, rows,
 //! snapshot ids), the cleanup, the scan's counts, mentions for review, and what remains —
 //! files still holding traces, unreferenced files younger than the sweep's minimum age, and
-//! places outside the warehouse declared in lethe.toml (backups...). It holds no value of the
-//! person. Logical erasure is COMPLETE when every step ran and no planned table's current
-//! snapshot holds the subject's rows; physical purge is COMPLETE when, in addition, no file
-//! holds a trace, every file could be read, and the traces searched for cover every personal
-//! column of the tables the erasure changed ([`crate::erasure::searched`]: the attestation
-//! lists the kinds of trace searched for, and names the personal columns that were not
-//! traces — then the physical purge is INCOMPLETE and the case file's values are kept).
+//! the stores outside the warehouse (governance/stores.toml) that are pending, failed or can't
+//! be probed. It includes the request's [`Manifest`] (every system: action, mechanism, records,
+//! timings, residual). It holds no value of the person. Logical erasure is COMPLETE when every
+//! step ran, no planned table's current snapshot holds the subject's rows and every store is
+//! verified (a store with `probe = "none"` never is); physical purge is COMPLETE when, in
+//! addition, no file holds a trace, every file could be read, and the traces searched for cover
+//! every personal column of the tables the erasure changed ([`crate::erasure::searched`]: the
+//! attestation lists the kinds of trace searched for, and names the personal columns that were
+//! not traces — then the physical purge is INCOMPLETE and the case file's values are kept).
 
 use std::collections::BTreeMap;
 
@@ -19,9 +21,10 @@ use chrono::Utc;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use crate::config::ResidualConfig;
 use crate::erasure::case::{CaseFile, case_path, read_case, write_case};
 use crate::erasure::erase::{Journal, find_request};
+pub use crate::erasure::manifest::Residual;
+use crate::erasure::manifest::{Manifest, TableCheck};
 use crate::erasure::mentions::{TableMentions, mentions};
 use crate::erasure::plan::{Action, Coverage};
 use crate::erasure::prove::{ProveReport, prove};
@@ -60,19 +63,6 @@ pub struct TableResidual {
     pub values_not_erased: u64,
     /// Files under the table's location holding the subject's traces.
     pub files_holding: u64,
-}
-
-/// A place that still holds (or may hold) the subject.
-#[derive(Debug, Clone, Serialize)]
-pub struct Residual {
-    /// What it is.
-    pub place: String,
-    /// Why it is kept / what it is.
-    pub basis: String,
-    /// When it ends.
-    pub expires: String,
-    /// What stops it bringing the subject back.
-    pub control: String,
 }
 
 /// The verdicts.
@@ -120,6 +110,8 @@ pub struct Attestation {
     pub mentions: BTreeMap<String, TableMentions>,
     /// Places outside the warehouse that may hold the subject.
     pub residuals: Vec<Residual>,
+    /// The request's manifest: every system with action, records, timings and residual.
+    pub manifest: Manifest,
     /// The case file: its SHA-256 as written, and whether its values are still held.
     pub case_file: BTreeMap<String, String>,
     /// The verdict.
@@ -313,20 +305,42 @@ pub async fn attest(
     remaining.extend(searched.remaining());
     progress("mentions");
     let mentions = mentions(ws, std::slice::from_ref(&case), report.prefix_len).await?;
-    let mut residuals: Vec<Residual> = ws
-        .config
-        .residuals
+    let checks: Vec<TableCheck> = tables
         .iter()
-        .map(|r: &ResidualConfig| Residual {
-            place: r.name.clone(),
-            basis: r.basis.clone(),
-            expires: r.expires.clone(),
-            control: r.control.clone(),
+        .map(|t| TableCheck {
+            table: t.table.clone(),
+            residual: t.residual.files_holding
+                + t.residual.values_not_erased
+                + if t.action == Action::Delete {
+                    t.residual.rows
+                } else {
+                    0
+                },
+            at: t.verified_at.clone(),
         })
         .collect();
     if !search_complete {
         physical_ok = false;
     }
+    let mut manifest =
+        crate::erasure::manifest::build(&journal, request, &case.hash, &case.rows, Some(&checks));
+    let stores_ok = manifest
+        .systems
+        .iter()
+        .filter(|s| s.kind != "iceberg table")
+        .all(|s| s.state == "verified")
+        && manifest.residuals.is_empty();
+    if !stores_ok {
+        logical_ok = false;
+        let tables: std::collections::BTreeSet<&str> =
+            tables.iter().map(|t| t.table.as_str()).collect();
+        for item in manifest.open_items() {
+            if !tables.iter().any(|t| item.starts_with(&format!("{t}:"))) {
+                remaining.push(item);
+            }
+        }
+    }
+    let mut residuals: Vec<Residual> = manifest.residuals.clone();
     let values_held = !(destroy && logical_ok && physical_ok);
     residuals.push(Residual {
         place: format!("case file {}", case_path(ws, request).display()),
@@ -359,6 +373,9 @@ pub async fn attest(
             .unwrap_or_default(),
     );
     case_file.insert("sha256_now".into(), case_hash);
+    if logical_ok && physical_ok {
+        manifest.certified = Some(now.clone());
+    }
     let mut attestation = Attestation {
         request: request.to_string(),
         batch: journal.batch.clone(),
@@ -378,6 +395,7 @@ pub async fn attest(
         searched,
         mentions,
         residuals,
+        manifest,
         case_file,
         verdict: Verdict {
             logical: if logical_ok {
@@ -527,6 +545,38 @@ pub fn html(a: &Attestation, plan: &crate::erasure::plan::Plan) -> String {
             t.residual.files_holding
         ));
     }
+    let mut systems = String::new();
+    for m in &a.manifest.systems {
+        systems.push_str(&format!(
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&m.system),
+            esc(&m.kind),
+            esc(&m.action),
+            esc(&m.mechanism),
+            m.records,
+            esc(m.started.as_deref().unwrap_or("-")),
+            esc(m.verified.as_deref().unwrap_or("-")),
+            m.duration_ms.map_or("-".to_string(), |d| format!("{d} ms")),
+            esc(&format!(
+                "{} ({})",
+                m.residual.map_or("-".to_string(), |r| r.to_string()),
+                m.state
+            )),
+        ));
+    }
+    let hand_offs: Vec<String> = a
+        .manifest
+        .hand_offs
+        .iter()
+        .map(|h| {
+            format!(
+                "{} (trained on {}): handed to {}, not erased by lethe",
+                h.artifact,
+                h.trained_on.join(", "),
+                h.owner
+            )
+        })
+        .collect();
     let list = |v: &[String]| -> String {
         if v.is_empty() {
             "<p>None.</p>".into()
@@ -560,6 +610,7 @@ pub fn html(a: &Attestation, plan: &crate::erasure::plan::Plan) -> String {
 <h1>Erasure attestation</h1><p>Request <b>{req}</b> (batch {batch}) for a <b>{kind}</b>, register hash <code>{hash}</code>. Received {rec}; erased {era}; certified {cert}.</p>\
 <p class=\"v\">Logical erasure: {log} &middot; Physical purge: {phys}</p><h2>What remains</h2>{rem}\
 <h2>Plan</h2><p>Coverage: {disc} tables discovered, {res} resolved automatically, {ex} exempt, {unres} unresolved ({pct:.1}%).</p>{svg}\
+<h2>Manifest: every system ({mstatus})</h2><p>Received {rec}; deadline {deadline}; certified {certified}.</p><table><tr><th>system</th><th>kind</th><th>action</th><th>mechanism</th><th>records</th><th>started</th><th>verified</th><th>took</th><th>residual</th></tr>{systems}</table><h3>Hand-offs</h3>{hand_offs}\
 <h2>Per table</h2><table><tr><th>table</th><th>action</th><th>rows affected</th><th>commits</th><th>residual</th></tr>{rows}</table>\
 <h2>Cleanup</h2><table>{cleanup}</table><h2>Proof scan</h2><table>{scan}</table><h2>Searched for</h2>{traces}<h2>Files holding traces</h2>{holding}\
 <h2>Mentions for review</h2><p>{mentions} row(s) elsewhere mention the subject.</p><h2>Outside the warehouse</h2>{residuals}\
@@ -589,6 +640,10 @@ pub fn html(a: &Attestation, plan: &crate::erasure::plan::Plan) -> String {
         traces = list(&a.searched.traces),
         mentions = a.mentions.values().map(|m| m.rows).sum::<u64>(),
         residuals = list(&residuals),
+        mstatus = esc(&a.manifest.status),
+        deadline = esc(a.manifest.deadline.as_deref().unwrap_or("-")),
+        certified = esc(a.manifest.certified.as_deref().unwrap_or("not certified")),
+        hand_offs = list(&hand_offs),
         case = a
             .case_file
             .iter()

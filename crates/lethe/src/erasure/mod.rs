@@ -2,14 +2,18 @@
 //! [`erase`] carries the plan out, journaled and resumable, keeping the subject's traces in a
 //! [`case`] file until they are no longer needed; [`prove`] scans every file for those traces;
 //! [`mentions`] finds rows that name the subject in free text; [`searched`] accounts for what
-//! the scan searched for; [`attest`] issues the attestation; the [`register`] keeps keyed hashes of erased subjects.
+//! the scan searched for; [`attest`] issues the attestation with the request's [`manifest`]
+//! (every system, warehouse tables and the stores outside it); the [`register`] keeps keyed
+//! hashes of erased subjects, and [`replay`] deletes them again after a restore.
 
 pub mod attest;
 pub mod case;
 pub mod erase;
 pub mod explain;
+pub mod manifest;
 pub mod mentions;
 pub mod plan;
 pub mod prove;
 pub mod register;
+pub mod replay;
 pub mod searched;

@@ -209,23 +209,53 @@ pub struct Incident {
     pub requests: Vec<String>,
 }
 
+/// Rows of erased subjects found in one table's identifier column, with the values found
+/// (personal data: for `lethe register replay` only, never reported).
+#[derive(Debug, Clone)]
+pub(crate) struct Found {
+    /// What is reported.
+    pub incident: Incident,
+    /// The values whose keyed hash is in the register, with the request each belongs to.
+    pub values: std::collections::BTreeMap<String, String>,
+}
+
 /// After loads, restores and rebuilds: hashes every value of every identifier column in every
 /// table and reports rows of erased subjects, except in tables a legal exception keeps.
 pub async fn check(ws: &crate::workspace::Workspace, key: &RegisterKey) -> Result<Vec<Incident>> {
-    let register = Register::in_state(&ws.config.paths.state);
-    let entries = register.entries()?;
-    let gov = ws.governance()?;
-    let wh = &ws.warehouse;
+    Ok(find(ws, key)
+        .await?
+        .into_iter()
+        .map(|f| f.incident)
+        .collect())
+}
+
+/// The register's entries by subject kind: hash -> request.
+pub(crate) fn by_subject(
+    entries: &[Entry],
+) -> std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>> {
     let mut by_subject: std::collections::BTreeMap<
         String,
         std::collections::BTreeMap<String, String>,
     > = Default::default();
-    for e in &entries {
+    for e in entries {
         by_subject
             .entry(e.subject.clone())
             .or_default()
             .insert(e.hash.clone(), e.request.clone());
     }
+    by_subject
+}
+
+/// [`check`], keeping the values found.
+pub(crate) async fn find(
+    ws: &crate::workspace::Workspace,
+    key: &RegisterKey,
+) -> Result<Vec<Found>> {
+    let register = Register::in_state(&ws.config.paths.state);
+    let entries = register.entries()?;
+    let gov = ws.governance()?;
+    let wh = &ws.warehouse;
+    let by_subject = by_subject(&entries);
     let mut out = Vec::new();
     for name in wh.tables().await? {
         let tname = name.to_string();
@@ -239,6 +269,7 @@ pub async fn check(ws: &crate::workspace::Workspace, key: &RegisterKey) -> Resul
             for col in identifier_columns(&gov, subject, &tname, &columns) {
                 let mut rows = 0u64;
                 let mut requests = BTreeSet::new();
+                let mut values = std::collections::BTreeMap::new();
                 let mut cache: std::collections::HashMap<String, Option<String>> =
                     Default::default();
                 for f in wh.current_files(&t).await? {
@@ -257,16 +288,20 @@ pub async fn check(ws: &crate::workspace::Workspace, key: &RegisterKey) -> Resul
                             if let Some(r) = hit {
                                 rows += 1;
                                 requests.insert(r.clone());
+                                values.insert(v, r.clone());
                             }
                         }
                     }
                 }
                 if rows > 0 {
-                    out.push(Incident {
-                        table: tname.clone(),
-                        column: col,
-                        rows,
-                        requests: requests.into_iter().collect(),
+                    out.push(Found {
+                        incident: Incident {
+                            table: tname.clone(),
+                            column: col,
+                            rows,
+                            requests: requests.into_iter().collect(),
+                        },
+                        values,
                     });
                 }
             }

@@ -43,14 +43,15 @@ pub(super) async fn clean_up(
         })
         .map(|s| s.table.clone())
         .collect();
-    for table in tables {
+    let n = tables.len();
+    for (k, table) in tables.into_iter().enumerate() {
         let name = TableName::parse(&table)?;
         let mut c = journal.cleanup.get(&table).cloned().unwrap_or_default();
         for phase in PHASES {
             if c.phases.contains(phase) {
                 continue;
             }
-            progress(&format!("cleanup {table}: {phase}"));
+            progress(&format!("cleanup {phase} {}/{n} {table}", k + 1));
             run_phase(ws, &name, phase, tag, min_age, &mut c).await?;
             c.phases.insert(phase.to_string());
             journal.cleanup.insert(table.clone(), c.clone());
@@ -104,4 +105,25 @@ async fn run_phase(
         }
     }
     Ok(())
+}
+
+/// Every cleanup phase, in order, on tables changed outside an erasure's journal (`lethe
+/// register replay`); the counts summed over the tables.
+pub(crate) async fn clean_tables(
+    ws: &Workspace,
+    tables: &[String],
+    tag: &str,
+    min_age: Duration,
+    progress: &dyn Fn(&str),
+) -> Result<TableCleanup> {
+    let mut c = TableCleanup::default();
+    let n = tables.len();
+    for phase in PHASES {
+        for (k, table) in tables.iter().enumerate() {
+            progress(&format!("cleanup {phase} {}/{n} {table}", k + 1));
+            run_phase(ws, &TableName::parse(table)?, phase, tag, min_age, &mut c).await?;
+        }
+        c.phases.insert(phase.to_string());
+    }
+    Ok(c)
 }

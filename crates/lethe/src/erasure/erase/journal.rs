@@ -9,6 +9,7 @@ use lethe_iceberg::predicate::Value;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::stores::StoreStep;
 use crate::erasure::case::{RequestSpec, write_atomic};
 use crate::erasure::plan::{Action, Plan};
 use crate::error::{Error, Result};
@@ -35,6 +36,15 @@ pub struct JournalStep {
     pub snapshot_id: Option<i64>,
     /// Rows deleted or rewritten.
     pub rows: u64,
+    /// How many values selected the rows (kept when the values are cleared at the end).
+    #[serde(default)]
+    pub selected_by: usize,
+    /// When the step started (RFC 3339).
+    #[serde(default)]
+    pub started_at: Option<String>,
+    /// When the step's commit landed (RFC 3339).
+    #[serde(default)]
+    pub finished_at: Option<String>,
 }
 
 /// Cleanup counts for one table.
@@ -73,8 +83,28 @@ pub struct Journal {
     pub cleanup: BTreeMap<String, TableCleanup>,
     /// The sweep's minimum age used, in seconds.
     pub min_age_seconds: i64,
+    /// The stores outside the warehouse, in erasure order (see `stores.rs`).
+    #[serde(default)]
+    pub stores: Vec<StoreStep>,
+    /// The day the requests must be answered by.
+    #[serde(default)]
+    pub deadline: Option<String>,
     /// When it finished.
     pub finished_at: Option<String>,
+}
+
+impl Journal {
+    /// True when the warehouse part is finished and every store is settled: nothing is left to
+    /// resume.
+    pub fn is_finished(&self) -> bool {
+        self.finished_at.is_some()
+            && !self.stores.iter().any(|s| {
+                matches!(
+                    s.state,
+                    super::stores::StoreState::Failed | super::stores::StoreState::Reopened
+                )
+            })
+    }
 }
 
 impl Plan {

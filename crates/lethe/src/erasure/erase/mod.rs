@@ -20,17 +20,27 @@
 //! nothing), deletes that already landed match nothing and commit nothing, the register is not
 //! written twice. Rerunning a finished request changes nothing and says so.
 //!
+//! Stores outside the warehouse (governance/stores.toml, see [`crate::stores`]) are part of the
+//! same erasure, in the order their `depends_on` gives: the warehouse's sources (the
+//! application database) are deleted and probed clean before step 3, every other store after
+//! step 4; then every store is probed, a residual reopens it and deletes again, a store rebuilt
+//! from a source stays pending until `lethe verify` probes it after its next rebuild
+//! ([`stores`]). A store that fails (a vendor's 5xx after the retries) stops the erasure with
+//! the request open: rerunning resumes at that store.
+//!
 //! The durable steps are named functions here: [`prepare`] and the preflight
-//! (`prepare.rs`), `register_requests`, `run_steps`, the cleanup (`cleanup.rs`) and `finish`;
-//! the journal and its files are in `journal.rs`.
+//! (`prepare.rs`), `register_requests`, the stores before the warehouse, `run_steps`, the
+//! cleanup (`cleanup.rs`), the stores after it and their verification (`stores.rs`), and
+//! `finish`; the journal and its files are in `journal.rs`.
 //!
 //! A batch (`--subjects-file`) plans once for all its subjects (with the earliest lineage
 //! window), rewrites each table once and cleans up once, with a register entry and counts per
 //! request.
 
-mod cleanup;
+pub(crate) mod cleanup;
 mod journal;
 mod prepare;
+pub mod stores;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -45,6 +55,7 @@ pub use journal::{
     Journal, JournalStep, TableCleanup, batch_id, find_request, journal_path, load_journal,
 };
 pub use prepare::{Prepared, prepare};
+pub use stores::{StoreState, StoreStep, VerifyOutcome, verify_pending};
 
 use crate::erasure::case::{RequestSpec, read_case, valid_request_id};
 use crate::erasure::plan::Action;
@@ -141,10 +152,15 @@ pub async fn erase(
         .join(",");
     // 2. Registered, before the first delete.
     register_requests(ws, &mut journal, &key)?;
+    // The warehouse's sources, deleted and probed clean before anything loaded from them.
+    stores::delete_stores(ws, &mut journal, true, progress).await?;
     // 3. The plan's steps, in order.
     run_steps(ws, &mut journal, &tag, progress).await?;
     // 4. Cleanup of every table the erasure changed.
     cleanup::clean_up(ws, &mut journal, &tag, progress).await?;
+    // The stores built from the warehouse (and the others), then every store probed.
+    stores::delete_stores(ws, &mut journal, false, progress).await?;
+    stores::verify_stores(ws, &mut journal, progress).await?;
     finish(ws, &mut journal)?;
     Ok(EraseReport {
         journal,
@@ -193,10 +209,16 @@ fn earlier_run(
                 .iter()
                 .any(|e| e.request == r.request && e.hash == key.hash(&r.subject, &r.id))
         });
-        if !(matches && hashed) {
+        // `--resume REQUEST` passes the journal's own requests (their IDs cleared at the end).
+        let resumed = j.requests == requests;
+        if !(matches && (hashed || resumed)) {
             return Err(Error::invalid(format!(
                 "request {batch} was used for another subject; use a new request ID"
             )));
+        }
+        // A store that failed or was reopened after the warehouse part finished: resume it.
+        if !j.is_finished() {
+            return Ok(Earlier::Unfinished(Box::new(j)));
         }
         return Ok(Earlier::Finished(Box::new(j)));
     }
@@ -246,8 +268,11 @@ async fn run_steps(
         }
         let step = journal.steps[i].clone();
         progress(&format!("{} {}", step.action, step.table));
+        let started = Utc::now().to_rfc3339();
         let (snapshot_id, rows) = run_step(ws, &step, tag).await?;
         let s = &mut journal.steps[i];
+        s.started_at = Some(started);
+        s.finished_at = Some(Utc::now().to_rfc3339());
         s.snapshot_id = snapshot_id;
         if let Some(rows) = rows {
             s.rows = rows;

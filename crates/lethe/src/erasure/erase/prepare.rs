@@ -400,12 +400,15 @@ async fn journal_steps(
             table: s.table.clone(),
             action: s.action,
             column: s.column.clone(),
-            values,
+            values: values.clone(),
             erase_columns: s.erase_columns.clone(),
             pipeline: s.pipeline.clone(),
             done: false,
             snapshot_id: None,
             rows: 0,
+            selected_by: values.len(),
+            started_at: None,
+            finished_at: None,
         });
     }
     Ok(steps)
@@ -510,6 +513,18 @@ pub(super) async fn plan_erasure(
             list.concat()
         )));
     }
+    let received = Utc::now();
+    let store_plan = super::stores::plan_stores(ws, gov, &p, received.date_naive()).await?;
+    if !store_plan.blockers.is_empty() {
+        let mut msg = String::from(
+            "the erasure can't start: these stores would keep the subject past the request's deadline",
+        );
+        for (s, why) in &store_plan.blockers {
+            msg.push_str(&format!("\n  store {s}: {why}"));
+        }
+        msg.push_str("\nnothing was changed; register a delete mechanism, a shorter retention or a basis in governance/stores.toml");
+        return Err(Error::Refused(msg));
+    }
     let min_age = match opts.min_age {
         Some(d) => d,
         None => gov.retention.min_file_age(),
@@ -517,13 +532,15 @@ pub(super) async fn plan_erasure(
     let mut journal = Journal {
         batch: batch_id(requests),
         requests: requests.to_vec(),
-        started_at: Utc::now().to_rfc3339(),
+        started_at: received.to_rfc3339(),
         plan: Some(p.for_journal()),
         case_hashes: BTreeMap::new(),
         registered: false,
         steps,
         cleanup: BTreeMap::new(),
         min_age_seconds: min_age.num_seconds(),
+        stores: store_plan.steps,
+        deadline: store_plan.deadline.map(|d| d.to_string()),
         finished_at: None,
     };
     if opts.dry_run {

@@ -1,0 +1,86 @@
+//! `lethe verify`: re-probe the stores an erasure left pending.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use clap::Args;
+use lethe::erasure::erase::{find_request, verify_pending};
+
+use crate::out;
+
+/// Arguments of `lethe verify`.
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// The request whose pending stores to probe again.
+    #[arg(long)]
+    request: String,
+    /// The day it is, for stores left to their retention (default: today). A store pending
+    /// retention until a day is probed only on or after that day.
+    #[arg(long, value_name = "YYYY-MM-DD")]
+    day: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn verify(a: VerifyArgs, config: Option<&Path>) -> anyhow::Result<ExitCode> {
+    let ws = super::workspace(config)?;
+    let mut j = find_request(&ws, &a.request)?
+        .ok_or_else(|| anyhow::anyhow!("no erasure with request {}", a.request))?;
+    let today = match &a.day {
+        Some(d) => d
+            .parse::<chrono::NaiveDate>()
+            .map_err(|_| anyhow::anyhow!("--day `{d}` is not a date (YYYY-MM-DD)"))?,
+        None => ws.clock.now().date_naive(),
+    };
+    let quiet = a.json;
+    let outcomes = verify_pending(&ws, &mut j, today, &|m| {
+        if !quiet {
+            out::progress(m)
+        }
+    })
+    .await?;
+    out::progress_done();
+    let case = lethe::erasure::case::read_case(&ws, &a.request)?;
+    let m = lethe::erasure::manifest::build(&j, &a.request, &case.hash, &case.rows, None);
+    let settled = j.stores.iter().all(|s| {
+        matches!(
+            s.state,
+            lethe::erasure::erase::StoreState::Verified
+                | lethe::erasure::erase::StoreState::HandedOff
+        )
+    });
+    if a.json {
+        out::json(&serde_json::json!({ "probed": outcomes, "manifest": m }))?;
+    } else {
+        if outcomes.is_empty() {
+            println!("no store of {} was pending", a.request);
+        }
+        for o in &outcomes {
+            println!("{}: {} -> {} ({})", o.store, o.was, o.now, o.detail);
+        }
+        super::erase::print_manifest(&m);
+        if settled {
+            println!(
+                "next: lethe scan --request {r} && lethe attest --request {r}",
+                r = a.request
+            );
+        }
+    }
+    Ok(if settled {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+impl VerifyArgs {
+    /// A request, text output, today.
+    pub fn plain(request: &str) -> Self {
+        VerifyArgs {
+            request: request.into(),
+            day: None,
+            json: false,
+        }
+    }
+}

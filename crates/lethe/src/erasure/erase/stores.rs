@@ -1,0 +1,687 @@
+//! The stores outside the warehouse in an erasure: planned with the tables, deleted in order
+//! (sources before the warehouse's steps, derived stores after), then probed until verified.
+//!
+//! Planning gives each registered store of the subject's kind one action:
+//! - DELETE / TOMBSTONE / REWRITE_HISTORY / REWRITE / REQUEST: the store's connector deletes;
+//! - EXPIRE: no delete mechanism, but a retention that removes the subject by the request's
+//!   deadline: pending retention until that day, probed by `lethe verify` after it;
+//! - HAND_OFF: a model trained on a table the subject's rows reached, named with its owner;
+//! - RESIDUAL: can't be deleted or probed, with a basis: no verdict over it is COMPLETE.
+//!
+//! A store with no delete mechanism whose retention ends after the deadline (or never) and
+//! no basis is a *blocker*: the erasure refuses before changing anything, naming it.
+//!
+//! The verify loop: after the deletes, every store is probed; a residual reopens the store and
+//! deletes again (at most [`MAX_DELETES`] deletes), then fails by name. A store rebuilt from a
+//! source stays *pending rebuild* until a rebuild that ran after the delete has been probed
+//! clean (`lethe verify --request`). Every state change is saved in the journal before the next
+//! store is touched, so a failure (a vendor's 5xx, a timeout) leaves the request open and
+//! resumable.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use chrono::{DateTime, NaiveDate, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::journal::{Journal, save_journal};
+use crate::erasure::case::{CaseFile, read_case};
+use crate::erasure::plan::{Action, Plan};
+use crate::error::{Error, Result};
+use crate::governance::Governance;
+use crate::stores::registry::{self, Order, Registry};
+use crate::stores::{self as st, Basis, StoreAction, StoreConfig, StoreKind, StoreSubject};
+use crate::workspace::Workspace;
+
+/// Deletes of one store before a residual is a named failure.
+pub const MAX_DELETES: u32 = 3;
+
+/// Where a store is in an erasure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StoreState {
+    /// Not yet deleted.
+    Planned,
+    /// Deleted, not yet probed.
+    Deleted,
+    /// Deleted; verified only after its next rebuild from its source is probed clean.
+    PendingRebuild,
+    /// Left to its retention, which removes the subject on `expires_on`.
+    PendingRetention,
+    /// Probed clean.
+    Verified,
+    /// The delete or the probe failed, or a residual stayed after the deletes: the request is
+    /// open (see `error`).
+    Failed,
+    /// A probe after a rebuild found the subject again: its source still holds the subject.
+    Reopened,
+    /// Handed to its owner (a model): never claimed as erased.
+    HandedOff,
+    /// Can't be deleted or probed: a residual with a basis.
+    Residual,
+}
+
+impl StoreState {
+    /// True when nothing more will happen to the store without a rebuild, a date or a person.
+    pub fn settled(self) -> bool {
+        matches!(
+            self,
+            StoreState::Verified | StoreState::HandedOff | StoreState::Residual
+        )
+    }
+}
+
+impl std::fmt::Display for StoreState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            StoreState::Planned => "planned",
+            StoreState::Deleted => "deleted",
+            StoreState::PendingRebuild => "pending rebuild",
+            StoreState::PendingRetention => "pending retention",
+            StoreState::Verified => "verified",
+            StoreState::Failed => "failed",
+            StoreState::Reopened => "reopened",
+            StoreState::HandedOff => "handed off",
+            StoreState::Residual => "residual",
+        })
+    }
+}
+
+/// One store in an erasure's journal.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StoreStep {
+    /// The store's name in governance/stores.toml.
+    pub store: String,
+    /// Its kind.
+    pub kind: StoreKind,
+    /// Its owner (a role).
+    pub owner: String,
+    /// True for the warehouse's sources, deleted before its steps.
+    pub before_warehouse: bool,
+    /// The planned action (the connector's actual one once deleted).
+    pub action: StoreAction,
+    /// How it was (or will be) done.
+    pub mechanism: String,
+    /// Where it is.
+    pub state: StoreState,
+    /// Records affected, per request.
+    pub records: BTreeMap<String, u64>,
+    /// The last probe's residual, per request.
+    pub residual: BTreeMap<String, u64>,
+    /// Deletes run so far.
+    pub deletes: u32,
+    /// When its first delete started.
+    pub started_at: Option<String>,
+    /// When its last delete finished.
+    pub deleted_at: Option<String>,
+    /// When it was last probed.
+    pub probed_at: Option<String>,
+    /// When it was verified.
+    pub verified_at: Option<String>,
+    /// Time spent deleting and probing, in milliseconds.
+    pub duration_ms: u64,
+    /// EXPIRE: the day the store's retention removes the subject.
+    pub expires_on: Option<String>,
+    /// Rebuilt stores: the source and the schedule.
+    pub rebuilt_from: Option<String>,
+    /// The rebuild's schedule, in words.
+    pub schedule: Option<String>,
+    /// Residuals: why the subject may remain, when it ends, what controls it.
+    pub basis: Option<Basis>,
+    /// When a residual ends.
+    pub expires: Option<String>,
+    /// What stops a residual bringing the subject back.
+    pub control: Option<String>,
+    /// HAND_OFF: the tables the artifact was trained on that the subject's rows reached.
+    pub trained_on: Vec<String>,
+    /// Places the store couldn't change (a Git remote and the force-push it needs).
+    pub unreachable: Vec<String>,
+    /// The last failure, naming the store (never a value of the person).
+    pub error: Option<String>,
+}
+
+impl StoreStep {
+    fn new(name: &str, c: &StoreConfig, before: bool, action: StoreAction) -> StoreStep {
+        StoreStep {
+            store: name.to_string(),
+            kind: c.kind,
+            owner: c.owner.clone(),
+            before_warehouse: before,
+            action,
+            mechanism: String::new(),
+            state: StoreState::Planned,
+            records: BTreeMap::new(),
+            residual: BTreeMap::new(),
+            deletes: 0,
+            started_at: None,
+            deleted_at: None,
+            probed_at: None,
+            verified_at: None,
+            duration_ms: 0,
+            expires_on: None,
+            rebuilt_from: c.rebuilt_from.clone(),
+            schedule: c.schedule.clone(),
+            basis: c.basis,
+            expires: c.expires.clone(),
+            control: c.control.clone(),
+            trained_on: Vec::new(),
+            unreachable: Vec::new(),
+            error: None,
+        }
+    }
+
+    /// The total residual over requests, when probed.
+    pub fn residual_total(&self) -> Option<u64> {
+        self.probed_at
+            .as_ref()
+            .map(|_| self.residual.values().sum())
+    }
+}
+
+/// What the store plan of an erasure is.
+#[derive(Debug, Clone, Default)]
+pub struct StorePlan {
+    /// The stores, in erasure order.
+    pub steps: Vec<StoreStep>,
+    /// Stores that block the erasure, with the reason.
+    pub blockers: Vec<(String, String)>,
+    /// The request's deadline.
+    pub deadline: Option<NaiveDate>,
+}
+
+/// The default verb of a kind.
+fn kind_action(kind: StoreKind) -> StoreAction {
+    match kind {
+        StoreKind::Git => StoreAction::RewriteHistory,
+        StoreKind::Files => StoreAction::Rewrite,
+        StoreKind::Http => StoreAction::Request,
+        _ => StoreAction::Delete,
+    }
+}
+
+/// Plans the registered stores for an erasure of `subject` received on `received`.
+pub async fn plan_stores(
+    ws: &Workspace,
+    gov: &Governance,
+    plan: &Plan,
+    received: NaiveDate,
+) -> Result<StorePlan> {
+    let reg = registry::load(&gov.dir)?;
+    if reg.value.stores.is_empty() {
+        return Ok(StorePlan::default());
+    }
+    let tables: std::collections::BTreeSet<String> = ws
+        .warehouse
+        .tables()
+        .await?
+        .into_iter()
+        .map(|t| t.to_string())
+        .collect();
+    registry::check_tables(&reg, &tables)?;
+    let only_subject = (gov.subjects.value.len() == 1)
+        .then(|| gov.subjects.value.keys().next().cloned())
+        .flatten();
+    let deadline = received.checked_add_days(chrono::Days::new(u64::from(
+        reg.value.requests.deadline_days,
+    )));
+    let reached: std::collections::BTreeSet<&str> = plan
+        .steps
+        .iter()
+        .filter(|s| {
+            matches!(
+                s.action,
+                Action::Delete | Action::Rewrite | Action::Recompute
+            )
+        })
+        .map(|s| s.table.as_str())
+        .collect();
+    let Order { before, after } = registry::order(&reg.value);
+    let mut out = StorePlan {
+        deadline,
+        ..Default::default()
+    };
+    for (name, is_before) in before
+        .iter()
+        .map(|n| (n, true))
+        .chain(after.iter().map(|n| (n, false)))
+    {
+        let c = &reg.value.stores[name];
+        let subject = c.subject.clone().or_else(|| only_subject.clone());
+        if subject.as_deref() != Some(plan.subject.as_str()) {
+            continue;
+        }
+        if c.kind == StoreKind::Model {
+            let hit: Vec<String> = c
+                .trained_on
+                .iter()
+                .filter(|t| reached.contains(t.as_str()))
+                .cloned()
+                .collect();
+            if hit.is_empty() {
+                continue;
+            }
+            let mut s = StoreStep::new(name, c, is_before, StoreAction::HandOff);
+            s.state = StoreState::HandedOff;
+            s.mechanism = format!("handed to {} (trained on {})", c.owner, hit.join(", "));
+            s.trained_on = hit;
+            out.steps.push(s);
+            continue;
+        }
+        if c.deletable() {
+            let mut s = StoreStep::new(name, c, is_before, kind_action(c.kind));
+            if !c.probed() {
+                s.mechanism = "deleted; can't be probed".into();
+            }
+            out.steps.push(s);
+            continue;
+        }
+        // No delete mechanism: a residual with a basis, EXPIRE, or a blocker.
+        if let Some(b) = c.basis {
+            let mut s = StoreStep::new(name, c, is_before, StoreAction::Residual);
+            s.state = StoreState::Residual;
+            s.mechanism = format!("residual: {b}");
+            out.steps.push(s);
+            continue;
+        }
+        let ends = c.retention_period().and_then(|p| p.after(received));
+        match (ends, deadline) {
+            (Some(end), Some(dl)) if end <= dl => {
+                let mut s = StoreStep::new(name, c, is_before, StoreAction::Expire);
+                s.state = StoreState::PendingRetention;
+                s.expires_on = Some(end.to_string());
+                s.mechanism = format!(
+                    "retention ({}) removes the subject by {end}",
+                    c.retention.clone().unwrap_or_default()
+                );
+                out.steps.push(s);
+            }
+            (Some(end), Some(dl)) => out.blockers.push((
+                name.clone(),
+                format!(
+                    "no delete mechanism, and its retention ({}) ends on {end}, after the request's deadline {dl}",
+                    c.retention.clone().unwrap_or_default()
+                ),
+            )),
+            _ => out.blockers.push((
+                name.clone(),
+                "no delete mechanism and no retention: the subject would stay there".into(),
+            )),
+        }
+    }
+    Ok(out)
+}
+
+/// The subjects as store `c` is asked about them: the values of its identifier from each
+/// request's case file.
+fn subjects_for(
+    gov: &Governance,
+    c: &StoreConfig,
+    cases: &[CaseFile],
+) -> Result<Vec<StoreSubject>> {
+    let mut out = Vec::new();
+    for case in cases {
+        let identifier = match &c.identifier {
+            Some(i) => i.clone(),
+            None => gov.subjects.get(&case.subject)?.root()?.1,
+        };
+        let mut values: Vec<String> = case.ids.get(&identifier).cloned().unwrap_or_default();
+        if values.is_empty() {
+            values = case
+                .values
+                .iter()
+                .filter(|v| v.kind == identifier)
+                .map(|v| v.value.clone())
+                .collect();
+        }
+        out.push(StoreSubject {
+            request: case.request.clone(),
+            values,
+            traces: case.values.iter().map(|v| v.value.clone()).collect(),
+        });
+    }
+    Ok(out)
+}
+
+/// Everything a store operation needs, loaded once.
+pub(crate) struct Ctx {
+    gov: Governance,
+    reg: Registry,
+    cases: Vec<CaseFile>,
+}
+
+impl Ctx {
+    pub(crate) fn load(ws: &Workspace, journal: &Journal) -> Result<Ctx> {
+        let gov = ws.governance()?;
+        let reg = registry::load(&gov.dir)?;
+        let mut cases = Vec::new();
+        for r in &journal.requests {
+            let c = read_case(ws, &r.request)?;
+            if c.destroyed {
+                return Err(Error::invalid(format!(
+                    "the case file of {} was destroyed; its stores can't be deleted or probed again",
+                    r.request
+                )));
+            }
+            cases.push(c);
+        }
+        Ok(Ctx { gov, reg, cases })
+    }
+
+    fn store(&self, ws: &Workspace, name: &str) -> Result<(Box<dyn st::Store>, &StoreConfig)> {
+        let c = self.reg.value.stores.get(name).ok_or_else(|| {
+            Error::invalid(format!(
+                "store `{name}` is in the erasure's journal but no longer in {}",
+                self.reg.path.display()
+            ))
+        })?;
+        Ok((st::open(&ws.config.root, name, c)?, c))
+    }
+}
+
+fn now() -> String {
+    Utc::now().to_rfc3339()
+}
+
+fn by_request(subjects: &[StoreSubject], counts: &[u64]) -> BTreeMap<String, u64> {
+    subjects
+        .iter()
+        .zip(counts)
+        .map(|(s, n)| (s.request.clone(), *n))
+        .collect()
+}
+
+/// One delete of step `i`, recorded.
+async fn delete_once(
+    ws: &Workspace,
+    ctx: &Ctx,
+    journal: &mut Journal,
+    i: usize,
+    progress: &dyn Fn(&str),
+) -> Result<()> {
+    let name = journal.stores[i].store.clone();
+    progress(&format!("store {name}: delete"));
+    let (store, c) = ctx.store(ws, &name)?;
+    let subjects = subjects_for(&ctx.gov, c, &ctx.cases)?;
+    let t = Instant::now();
+    if journal.stores[i].started_at.is_none() {
+        journal.stores[i].started_at = Some(now());
+    }
+    let r = store.delete(&subjects).await;
+    let s = &mut journal.stores[i];
+    s.duration_ms += t.elapsed().as_millis() as u64;
+    match r {
+        Ok(d) => {
+            s.deletes += 1;
+            s.action = d.action;
+            s.mechanism = d.mechanism;
+            for (req, n) in by_request(&subjects, &d.records) {
+                *s.records.entry(req).or_default() += n;
+            }
+            for u in d.unreachable {
+                if !s.unreachable.contains(&u) {
+                    s.unreachable.push(u);
+                }
+            }
+            s.deleted_at = Some(now());
+            s.state = StoreState::Deleted;
+            s.error = None;
+            save_journal(ws, journal)?;
+            super::durable_step(&format!("store {name} deleted"));
+            Ok(())
+        }
+        Err(e) => {
+            s.state = StoreState::Failed;
+            s.error = Some(e.to_string());
+            save_journal(ws, journal)?;
+            Err(e)
+        }
+    }
+}
+
+/// One probe of step `i`: the residual per request, recorded.
+async fn probe_once(
+    ws: &Workspace,
+    ctx: &Ctx,
+    journal: &mut Journal,
+    i: usize,
+    progress: &dyn Fn(&str),
+) -> Result<u64> {
+    let name = journal.stores[i].store.clone();
+    progress(&format!("store {name}: probe"));
+    let (store, c) = ctx.store(ws, &name)?;
+    let subjects = subjects_for(&ctx.gov, c, &ctx.cases)?;
+    let t = Instant::now();
+    let r = store.probe(&subjects).await;
+    let s = &mut journal.stores[i];
+    s.duration_ms += t.elapsed().as_millis() as u64;
+    match r {
+        Ok(counts) => {
+            s.residual = by_request(&subjects, &counts);
+            s.probed_at = Some(now());
+            save_journal(ws, journal)?;
+            Ok(counts.iter().sum())
+        }
+        Err(e) => {
+            s.state = StoreState::Failed;
+            s.error = Some(e.to_string());
+            save_journal(ws, journal)?;
+            Err(e)
+        }
+    }
+}
+
+/// Deletes every store of one side of the warehouse not yet deleted (failed and reopened ones
+/// again), in order. Stops at the first failure: the journal names it.
+pub(super) async fn delete_stores(
+    ws: &Workspace,
+    journal: &mut Journal,
+    before_warehouse: bool,
+    progress: &dyn Fn(&str),
+) -> Result<()> {
+    if !journal
+        .stores
+        .iter()
+        .any(|s| s.before_warehouse == before_warehouse)
+    {
+        return Ok(());
+    }
+    let ctx = Ctx::load(ws, journal)?;
+    for i in 0..journal.stores.len() {
+        let s = &journal.stores[i];
+        if s.before_warehouse != before_warehouse
+            || !matches!(
+                s.state,
+                StoreState::Planned | StoreState::Failed | StoreState::Reopened
+            )
+            || matches!(
+                s.action,
+                StoreAction::Expire | StoreAction::HandOff | StoreAction::Residual
+            )
+        {
+            continue;
+        }
+        if s.state == StoreState::Failed && s.deletes >= MAX_DELETES {
+            journal.stores[i].deletes = 0;
+        }
+        delete_once(ws, &ctx, journal, i, progress).await?;
+        if before_warehouse {
+            // A source is verified before anything is loaded from it is touched.
+            verify_one(ws, &ctx, journal, i, progress, None).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Probes every deleted store (after the warehouse's steps): a residual deletes again, up to
+/// [`MAX_DELETES`] deletes, then fails by name. Rebuilt stores become pending rebuild.
+pub(super) async fn verify_stores(
+    ws: &Workspace,
+    journal: &mut Journal,
+    progress: &dyn Fn(&str),
+) -> Result<()> {
+    if journal.stores.is_empty() {
+        return Ok(());
+    }
+    let ctx = Ctx::load(ws, journal)?;
+    for i in 0..journal.stores.len() {
+        if journal.stores[i].state == StoreState::Deleted {
+            verify_one(ws, &ctx, journal, i, progress, None).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Probes deleted store `i`: clean → verified (or pending rebuild); a residual → deletes again
+/// while deletes < MAX_DELETES, then a named failure. `rebuilt` is the time of a rebuild seen
+/// after the delete, when called from `lethe verify`.
+async fn verify_one(
+    ws: &Workspace,
+    ctx: &Ctx,
+    journal: &mut Journal,
+    i: usize,
+    progress: &dyn Fn(&str),
+    rebuilt: Option<DateTime<Utc>>,
+) -> Result<()> {
+    let (_, c) = ctx.store(ws, &journal.stores[i].store)?;
+    if !c.probed() {
+        let s = &mut journal.stores[i];
+        s.state = StoreState::Residual;
+        save_journal(ws, journal)?;
+        return Ok(());
+    }
+    let rebuilt_store = c.rebuilt_from.is_some();
+    loop {
+        let residual = probe_once(ws, ctx, journal, i, progress).await?;
+        let s = &mut journal.stores[i];
+        if residual == 0 {
+            if rebuilt_store && rebuilt.is_none() {
+                s.state = StoreState::PendingRebuild;
+            } else {
+                s.state = StoreState::Verified;
+                s.verified_at = Some(now());
+            }
+            save_journal(ws, journal)?;
+            return Ok(());
+        }
+        if rebuilt.is_some() {
+            s.state = StoreState::Reopened;
+            s.error = Some(format!(
+                "the rebuild from {} brought back {residual} record(s) of the subject: its source still holds the subject",
+                s.rebuilt_from.clone().unwrap_or_default()
+            ));
+            let e = st::error(&s.store, s.error.clone().unwrap_or_default());
+            save_journal(ws, journal)?;
+            return Err(e);
+        }
+        if s.deletes >= MAX_DELETES {
+            s.state = StoreState::Failed;
+            s.error = Some(format!(
+                "still holds {residual} record(s) of the subject after {} delete(s)",
+                s.deletes
+            ));
+            let e = st::error(&s.store, s.error.clone().unwrap_or_default());
+            save_journal(ws, journal)?;
+            return Err(e);
+        }
+        tracing::info!(store = %s.store, residual, "a residual after the delete: reopened, deleting again");
+        delete_once(ws, ctx, journal, i, progress).await?;
+    }
+}
+
+/// What `lethe verify` found for one store.
+#[derive(Debug, Clone, Serialize)]
+pub struct VerifyOutcome {
+    /// The store.
+    pub store: String,
+    /// Its state before.
+    pub was: StoreState,
+    /// Its state now.
+    pub now: StoreState,
+    /// In words.
+    pub detail: String,
+}
+
+/// `lethe verify`: re-probes the stores an erasure left pending — rebuilt stores whose rebuild
+/// ran after the delete, EXPIRE stores whose day has come (`today`), deleted stores not yet
+/// verified. Returns what changed; the journal is saved.
+pub async fn verify_pending(
+    ws: &Workspace,
+    journal: &mut Journal,
+    today: NaiveDate,
+    progress: &dyn Fn(&str),
+) -> Result<Vec<VerifyOutcome>> {
+    let ctx = Ctx::load(ws, journal)?;
+    let mut out = Vec::new();
+    for i in 0..journal.stores.len() {
+        let was = journal.stores[i].state;
+        let name = journal.stores[i].store.clone();
+        let detail = match was {
+            StoreState::PendingRebuild => {
+                let (store, _) = ctx.store(ws, &name)?;
+                let deleted = journal.stores[i]
+                    .deleted_at
+                    .as_deref()
+                    .and_then(|d| DateTime::parse_from_rfc3339(d).ok())
+                    .map(|d| d.with_timezone(&Utc));
+                match (store.last_rebuild().await?, deleted) {
+                    (Some(built), Some(del)) if built > del => {
+                        match verify_one(ws, &ctx, journal, i, progress, Some(built)).await {
+                            Ok(()) => format!("rebuilt at {built} and probed clean"),
+                            Err(Error::Store { message, .. }) => message,
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    _ => format!(
+                        "waiting for its next rebuild from {} ({})",
+                        journal.stores[i].rebuilt_from.clone().unwrap_or_default(),
+                        journal.stores[i].schedule.clone().unwrap_or_default()
+                    ),
+                }
+            }
+            StoreState::PendingRetention => {
+                let due = journal.stores[i]
+                    .expires_on
+                    .as_deref()
+                    .and_then(|d| d.parse::<NaiveDate>().ok());
+                match due {
+                    Some(d) if today >= d => {
+                        let residual = probe_once(ws, &ctx, journal, i, progress).await?;
+                        let s = &mut journal.stores[i];
+                        if residual == 0 {
+                            s.state = StoreState::Verified;
+                            s.verified_at = Some(now());
+                            format!("its retention ended on {d}; probed clean")
+                        } else {
+                            s.state = StoreState::Failed;
+                            s.error = Some(format!(
+                                "its retention ended on {d} but it still holds {residual} record(s) of the subject"
+                            ));
+                            s.error.clone().unwrap_or_default()
+                        }
+                    }
+                    Some(d) => format!("pending retention until {d}"),
+                    None => "pending retention (no date)".into(),
+                }
+            }
+            StoreState::Deleted => match verify_one(ws, &ctx, journal, i, progress, None).await {
+                Ok(()) => "probed".into(),
+                Err(Error::Store { message, .. }) => message,
+                Err(e) => return Err(e),
+            },
+            _ => continue,
+        };
+        save_journal(ws, journal)?;
+        out.push(VerifyOutcome {
+            store: name,
+            was,
+            now: journal.stores[i].state,
+            detail,
+        });
+    }
+    Ok(out)
+}
+
+/// True when every store of the journal is settled (verified, handed off, or a residual).
+pub fn all_settled(journal: &Journal) -> bool {
+    journal.stores.iter().all(|s| s.state.settled())
+}

@@ -1,0 +1,752 @@
+//! The SQL both the database and the index connectors speak, on PostgreSQL
+//! (`tokio-postgres`) and SQLite (`rusqlite`): typed parameters only, identifiers quoted,
+//! every change in one transaction.
+//!
+//! Values arrive as text (the case file keeps IDs as text); each is bound as the column's type:
+//! integer columns take `bigint` parameters, text columns `text`, anything else is compared as
+//! text (`column::text = ANY($1)`).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use secrecy::{ExposeSecret, SecretString};
+
+use super::error;
+use crate::error::Result;
+
+/// Where a SQL store lives.
+#[derive(Clone)]
+pub(crate) enum Target {
+    /// A SQLite database file.
+    Sqlite(PathBuf),
+    /// A PostgreSQL server: the connection URI (a secret: it holds the password).
+    Postgres(Arc<SecretString>),
+}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Target::Sqlite(p) => write!(f, "Sqlite({})", p.display()),
+            Target::Postgres(_) => f.write_str("Postgres(<redacted>)"),
+        }
+    }
+}
+
+impl Target {
+    /// From a store's `engine`, `path` and `url_env`.
+    pub(crate) fn from_config(
+        store: &str,
+        root: &std::path::Path,
+        engine: Option<&str>,
+        path: Option<&str>,
+        url_env: Option<&str>,
+    ) -> Result<Target> {
+        match engine {
+            Some("sqlite") => {
+                let p = PathBuf::from(path.unwrap_or_default());
+                Ok(Target::Sqlite(if p.is_absolute() {
+                    p
+                } else {
+                    root.join(p)
+                }))
+            }
+            Some("postgres") => {
+                let var = url_env.unwrap_or_default();
+                let url = std::env::var(var).map_err(|_| {
+                    error(
+                        store,
+                        format!("the environment variable {var} (url_env) holding its connection URI is not set"),
+                    )
+                })?;
+                Ok(Target::Postgres(Arc::new(SecretString::from(url))))
+            }
+            other => Err(error(store, format!("unknown engine {other:?}"))),
+        }
+    }
+
+    /// "sqlite file X" or "postgresql", for mechanisms (never the URI).
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            Target::Sqlite(p) => format!("SQLite {}", p.display()),
+            Target::Postgres(_) => "PostgreSQL".to_string(),
+        }
+    }
+}
+
+/// Quotes an identifier, `schema.table` as two.
+pub(crate) fn quote(name: &str) -> String {
+    name.split('.')
+        .map(|p| format!("\"{}\"", p.replace('"', "\"\"")))
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
+/// A change to one table, in the order given.
+#[derive(Debug, Clone)]
+pub(crate) enum Change {
+    /// `DELETE FROM table WHERE column IN values`.
+    Delete {
+        /// The table.
+        table: String,
+        /// The reference column.
+        column: String,
+    },
+    /// `UPDATE table SET column = tombstone, erase.. = NULL WHERE column IN values`.
+    Tombstone {
+        /// The table.
+        table: String,
+        /// The reference column.
+        column: String,
+        /// Further columns set to NULL.
+        erase: Vec<String>,
+        /// The reference's new value (None: NULL).
+        value: Option<toml::Value>,
+    },
+}
+
+impl Change {
+    fn table(&self) -> &str {
+        match self {
+            Change::Delete { table, .. } | Change::Tombstone { table, .. } => table,
+        }
+    }
+    fn column(&self) -> &str {
+        match self {
+            Change::Delete { column, .. } | Change::Tombstone { column, .. } => column,
+        }
+    }
+}
+
+/// Rows per value, for one (table, column).
+pub(crate) type Counts = BTreeMap<String, u64>;
+
+fn pg_err(store: &str, what: &str, e: tokio_postgres::Error) -> crate::Error {
+    // tokio-postgres errors carry the server's message, never the connection URI.
+    let detail = match e.as_db_error() {
+        Some(db) => format!("{} ({})", db.message(), db.code().code()),
+        None => e.to_string(),
+    };
+    error(store, format!("{what}: {detail}"))
+}
+
+fn lite_err(store: &str, what: &str, e: rusqlite::Error) -> crate::Error {
+    error(store, format!("{what}: {e}"))
+}
+
+async fn pg_connect(store: &str, url: &SecretString) -> Result<tokio_postgres::Client> {
+    let (client, conn) = tokio_postgres::connect(url.expose_secret(), tokio_postgres::NoTls)
+        .await
+        .map_err(|e| pg_err(store, "can't connect", e))?;
+    tokio::spawn(async move {
+        if let Err(e) = conn.await {
+            tracing::warn!("postgres connection ended: {e}");
+        }
+    });
+    Ok(client)
+}
+
+/// How a PostgreSQL column is compared with text values.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum PgType {
+    Int,
+    Text,
+    Other,
+}
+
+async fn pg_type(
+    store: &str,
+    c: &impl tokio_postgres::GenericClient,
+    table: &str,
+    column: &str,
+) -> Result<PgType> {
+    let (schema, name) = match table.split_once('.') {
+        Some((s, t)) => (Some(s.to_string()), t.to_string()),
+        None => (None, table.to_string()),
+    };
+    let row = c
+        .query_opt(
+            "SELECT data_type FROM information_schema.columns \
+             WHERE table_schema = COALESCE($1, current_schema()) AND table_name = $2 AND column_name = $3",
+            &[&schema, &name, &column],
+        )
+        .await
+        .map_err(|e| pg_err(store, "reading the catalog", e))?
+        .ok_or_else(|| error(store, format!("no column `{column}` in table `{table}`")))?;
+    let t: String = row.get(0);
+    Ok(match t.as_str() {
+        "smallint" | "integer" | "bigint" => PgType::Int,
+        "text" | "character varying" | "character" => PgType::Text,
+        _ => PgType::Other,
+    })
+}
+
+/// The WHERE clause comparing `column` with parameter `$n`, and the typed parameter.
+fn pg_match(
+    store: &str,
+    ty: PgType,
+    column: &str,
+    n: usize,
+    values: &[String],
+) -> Result<(String, Box<dyn tokio_postgres::types::ToSql + Sync + Send>)> {
+    let c = quote(column);
+    Ok(match ty {
+        PgType::Int => {
+            let ints: Vec<i64> = values.iter().filter_map(|v| v.parse().ok()).collect();
+            let _ = store;
+            (format!("{c} = ANY(${n}::bigint[])"), Box::new(ints))
+        }
+        PgType::Text => (
+            format!("{c} = ANY(${n}::text[])"),
+            Box::new(values.to_vec()),
+        ),
+        PgType::Other => (
+            format!("{c}::text = ANY(${n}::text[])"),
+            Box::new(values.to_vec()),
+        ),
+    })
+}
+
+async fn pg_counts(
+    store: &str,
+    c: &impl tokio_postgres::GenericClient,
+    table: &str,
+    column: &str,
+    values: &[String],
+) -> Result<Counts> {
+    let ty = pg_type(store, c, table, column).await?;
+    let (cond, p) = pg_match(store, ty, column, 1, values)?;
+    let sql = format!(
+        "SELECT {}::text, count(*) FROM {} WHERE {cond} GROUP BY 1",
+        quote(column),
+        quote(table)
+    );
+    let rows = c
+        .query(
+            &sql,
+            &[p.as_ref() as &(dyn tokio_postgres::types::ToSql + Sync)],
+        )
+        .await
+        .map_err(|e| pg_err(store, &format!("counting in `{table}`"), e))?;
+    Ok(rows
+        .iter()
+        .map(|r| (r.get::<_, String>(0), r.get::<_, i64>(1) as u64))
+        .collect())
+}
+
+fn toml_to_pg(v: &toml::Value) -> Box<dyn tokio_postgres::types::ToSql + Sync + Send> {
+    match v {
+        toml::Value::Integer(i) => Box::new(*i),
+        toml::Value::Float(f) => Box::new(*f),
+        toml::Value::Boolean(b) => Box::new(*b),
+        toml::Value::String(s) => Box::new(s.clone()),
+        other => Box::new(other.to_string()),
+    }
+}
+
+fn toml_to_lite(v: &toml::Value) -> rusqlite::types::Value {
+    use rusqlite::types::Value as V;
+    match v {
+        toml::Value::Integer(i) => V::Integer(*i),
+        toml::Value::Float(f) => V::Real(*f),
+        toml::Value::Boolean(b) => V::Integer(i64::from(*b)),
+        toml::Value::String(s) => V::Text(s.clone()),
+        other => V::Text(other.to_string()),
+    }
+}
+
+/// SQLite's comparison values for a column: integers where the column's declared type is an
+/// integer, text otherwise.
+fn lite_values(
+    store: &str,
+    c: &rusqlite::Connection,
+    table: &str,
+    column: &str,
+    values: &[String],
+) -> Result<Vec<rusqlite::types::Value>> {
+    let mut stmt = c
+        .prepare(&format!("PRAGMA table_info({})", quote(table)))
+        .map_err(|e| lite_err(store, "reading the schema", e))?;
+    let mut ty: Option<String> = None;
+    let rows = stmt
+        .query_map([], |r| Ok((r.get::<_, String>(1)?, r.get::<_, String>(2)?)))
+        .map_err(|e| lite_err(store, "reading the schema", e))?;
+    for r in rows {
+        let (name, t) = r.map_err(|e| lite_err(store, "reading the schema", e))?;
+        if name == column {
+            ty = Some(t.to_ascii_uppercase());
+        }
+    }
+    let ty = ty.ok_or_else(|| error(store, format!("no column `{column}` in table `{table}`")))?;
+    Ok(values
+        .iter()
+        .map(|v| match (ty.contains("INT"), v.parse::<i64>()) {
+            (true, Ok(i)) => rusqlite::types::Value::Integer(i),
+            _ => rusqlite::types::Value::Text(v.clone()),
+        })
+        .collect())
+}
+
+fn placeholders(n: usize, from: usize) -> String {
+    (0..n)
+        .map(|i| format!("?{}", from + i))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn lite_counts(
+    store: &str,
+    c: &rusqlite::Connection,
+    table: &str,
+    column: &str,
+    values: &[String],
+) -> Result<Counts> {
+    let mut out = Counts::new();
+    if values.is_empty() {
+        return Ok(out);
+    }
+    let params = lite_values(store, c, table, column, values)?;
+    for chunk in params.chunks(10_000) {
+        let sql = format!(
+            "SELECT CAST({c} AS TEXT), count(*) FROM {t} WHERE {c} IN ({p}) GROUP BY 1",
+            c = quote(column),
+            t = quote(table),
+            p = placeholders(chunk.len(), 1)
+        );
+        let mut stmt = c
+            .prepare(&sql)
+            .map_err(|e| lite_err(store, &format!("counting in `{table}`"), e))?;
+        let rows = stmt
+            .query_map(rusqlite::params_from_iter(chunk.iter()), |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? as u64))
+            })
+            .map_err(|e| lite_err(store, &format!("counting in `{table}`"), e))?;
+        for r in rows {
+            let (v, n) = r.map_err(|e| lite_err(store, "counting", e))?;
+            *out.entry(v).or_default() += n;
+        }
+    }
+    Ok(out)
+}
+
+fn lite_open(store: &str, path: &std::path::Path) -> Result<rusqlite::Connection> {
+    if !path.exists() {
+        return Err(error(
+            store,
+            format!("the SQLite database {} does not exist", path.display()),
+        ));
+    }
+    let c = rusqlite::Connection::open(path)
+        .map_err(|e| lite_err(store, &format!("can't open {}", path.display()), e))?;
+    c.execute_batch("PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 10000;")
+        .map_err(|e| lite_err(store, "can't open", e))?;
+    Ok(c)
+}
+
+impl Target {
+    /// Rows per value in each (table, column), in one read.
+    pub(crate) async fn counts(
+        &self,
+        store: &str,
+        columns: &[(String, String)],
+        values: &[String],
+    ) -> Result<Vec<Counts>> {
+        match self {
+            Target::Postgres(url) => {
+                let c = pg_connect(store, url).await?;
+                let mut out = Vec::new();
+                for (t, col) in columns {
+                    out.push(pg_counts(store, &c, t, col, values).await?);
+                }
+                Ok(out)
+            }
+            Target::Sqlite(path) => {
+                let (store, path, columns, values) = (
+                    store.to_string(),
+                    path.clone(),
+                    columns.to_vec(),
+                    values.to_vec(),
+                );
+                blocking(move || {
+                    let c = lite_open(&store, &path)?;
+                    columns
+                        .iter()
+                        .map(|(t, col)| lite_counts(&store, &c, t, col, &values))
+                        .collect()
+                })
+                .await
+            }
+        }
+    }
+
+    /// Applies `changes` in order in one transaction; returns, per change, the rows per value
+    /// it changed (counted inside the transaction before the change).
+    pub(crate) async fn apply(
+        &self,
+        store: &str,
+        changes: &[Change],
+        values: &[String],
+    ) -> Result<Vec<Counts>> {
+        match self {
+            Target::Postgres(url) => {
+                let mut c = pg_connect(store, url).await?;
+                let tx = c
+                    .transaction()
+                    .await
+                    .map_err(|e| pg_err(store, "BEGIN", e))?;
+                let mut out = Vec::new();
+                for ch in changes {
+                    let (t, col) = (ch.table(), ch.column());
+                    out.push(pg_counts(store, &tx, t, col, values).await?);
+                    let ty = pg_type(store, &tx, t, col).await?;
+                    let (cond, p) = pg_match(store, ty, col, 1, values)?;
+                    let (sql, params): (
+                        String,
+                        Vec<Box<dyn tokio_postgres::types::ToSql + Sync + Send>>,
+                    ) = match ch {
+                        Change::Delete { .. } => {
+                            (format!("DELETE FROM {} WHERE {cond}", quote(t)), vec![p])
+                        }
+                        Change::Tombstone { erase, value, .. } => {
+                            let mut sets = Vec::new();
+                            let mut params = vec![p];
+                            match value {
+                                Some(v) => {
+                                    params.push(toml_to_pg(v));
+                                    sets.push(format!("{} = $2", quote(col)));
+                                }
+                                None => sets.push(format!("{} = NULL", quote(col))),
+                            }
+                            for e in erase {
+                                sets.push(format!("{} = NULL", quote(e)));
+                            }
+                            (
+                                format!("UPDATE {} SET {} WHERE {cond}", quote(t), sets.join(", ")),
+                                params,
+                            )
+                        }
+                    };
+                    let refs: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = params
+                        .iter()
+                        .map(|p| p.as_ref() as &(dyn tokio_postgres::types::ToSql + Sync))
+                        .collect();
+                    tx.execute(&sql, &refs)
+                        .await
+                        .map_err(|e| pg_err(store, &format!("changing `{t}`"), e))?;
+                }
+                tx.commit().await.map_err(|e| pg_err(store, "COMMIT", e))?;
+                Ok(out)
+            }
+            Target::Sqlite(path) => {
+                let (store, path, changes, values) = (
+                    store.to_string(),
+                    path.clone(),
+                    changes.to_vec(),
+                    values.to_vec(),
+                );
+                blocking(move || {
+                    let mut c = lite_open(&store, &path)?;
+                    let tx = c.transaction().map_err(|e| lite_err(&store, "BEGIN", e))?;
+                    let mut out = Vec::new();
+                    for ch in &changes {
+                        let (t, col) = (ch.table(), ch.column());
+                        out.push(lite_counts(&store, &tx, t, col, &values)?);
+                        let params = lite_values(&store, &tx, t, col, &values)?;
+                        for chunk in params.chunks(10_000) {
+                            let (sql, mut p): (String, Vec<rusqlite::types::Value>) = match ch {
+                                Change::Delete { .. } => (
+                                    format!(
+                                        "DELETE FROM {} WHERE {} IN ({})",
+                                        quote(t),
+                                        quote(col),
+                                        placeholders(chunk.len(), 1)
+                                    ),
+                                    Vec::new(),
+                                ),
+                                Change::Tombstone { erase, value, .. } => {
+                                    let mut sets = Vec::new();
+                                    let mut extra = Vec::new();
+                                    match value {
+                                        Some(v) => {
+                                            extra.push(toml_to_lite(v));
+                                            sets.push(format!(
+                                                "{} = ?{}",
+                                                quote(col),
+                                                chunk.len() + 1
+                                            ));
+                                        }
+                                        None => sets.push(format!("{} = NULL", quote(col))),
+                                    }
+                                    for e in erase {
+                                        sets.push(format!("{} = NULL", quote(e)));
+                                    }
+                                    (
+                                        format!(
+                                            "UPDATE {} SET {} WHERE {} IN ({})",
+                                            quote(t),
+                                            sets.join(", "),
+                                            quote(col),
+                                            placeholders(chunk.len(), 1)
+                                        ),
+                                        extra,
+                                    )
+                                }
+                            };
+                            let mut all = chunk.to_vec();
+                            all.append(&mut p);
+                            tx.execute(&sql, rusqlite::params_from_iter(all.iter()))
+                                .map_err(|e| lite_err(&store, &format!("changing `{t}`"), e))?;
+                        }
+                    }
+                    tx.commit().map_err(|e| lite_err(&store, "COMMIT", e))?;
+                    Ok(out)
+                })
+                .await
+            }
+        }
+    }
+
+    /// Foreign keys among `tables`: (child, parent) pairs, names as configured.
+    pub(crate) async fn foreign_keys(
+        &self,
+        store: &str,
+        tables: &[String],
+    ) -> Result<Vec<(String, String)>> {
+        match self {
+            Target::Postgres(url) => {
+                let c = pg_connect(store, url).await?;
+                let schema: String = c
+                    .query_one("SELECT current_schema()", &[])
+                    .await
+                    .map_err(|e| pg_err(store, "reading the catalog", e))?
+                    .get(0);
+                let full = |t: &str| {
+                    if t.contains('.') {
+                        t.to_string()
+                    } else {
+                        format!("{schema}.{t}")
+                    }
+                };
+                let rows = c
+                    .query(
+                        "SELECT cn.nspname || '.' || c.relname, pn.nspname || '.' || p.relname \
+                         FROM pg_constraint k \
+                         JOIN pg_class c ON c.oid = k.conrelid JOIN pg_namespace cn ON cn.oid = c.relnamespace \
+                         JOIN pg_class p ON p.oid = k.confrelid JOIN pg_namespace pn ON pn.oid = p.relnamespace \
+                         WHERE k.contype = 'f'",
+                        &[],
+                    )
+                    .await
+                    .map_err(|e| pg_err(store, "reading foreign keys", e))?;
+                let by_full: BTreeMap<String, String> =
+                    tables.iter().map(|t| (full(t), t.clone())).collect();
+                Ok(rows
+                    .iter()
+                    .filter_map(|r| {
+                        let (ch, pa): (String, String) = (r.get(0), r.get(1));
+                        Some((by_full.get(&ch)?.clone(), by_full.get(&pa)?.clone()))
+                    })
+                    .collect())
+            }
+            Target::Sqlite(path) => {
+                let (store, path, tables) = (store.to_string(), path.clone(), tables.to_vec());
+                blocking(move || {
+                    let c = lite_open(&store, &path)?;
+                    let mut out = Vec::new();
+                    for t in &tables {
+                        let mut stmt = c
+                            .prepare(&format!("PRAGMA foreign_key_list({})", quote(t)))
+                            .map_err(|e| lite_err(&store, "reading foreign keys", e))?;
+                        let parents = stmt
+                            .query_map([], |r| r.get::<_, String>(2))
+                            .map_err(|e| lite_err(&store, "reading foreign keys", e))?;
+                        for p in parents {
+                            let p = p.map_err(|e| lite_err(&store, "reading foreign keys", e))?;
+                            if let Some(parent) = tables.iter().find(|x| x.eq_ignore_ascii_case(&p))
+                            {
+                                out.push((t.clone(), parent.clone()));
+                            }
+                        }
+                    }
+                    Ok(out)
+                })
+                .await
+            }
+        }
+    }
+
+    /// Every distinct non-null value of each (table, column), as text.
+    pub(crate) async fn distinct(
+        &self,
+        store: &str,
+        columns: &[(String, String)],
+    ) -> Result<Vec<String>> {
+        let mut out = Vec::new();
+        match self {
+            Target::Postgres(url) => {
+                let c = pg_connect(store, url).await?;
+                for (t, col) in columns {
+                    let sql = format!(
+                        "SELECT DISTINCT {c}::text FROM {t} WHERE {c} IS NOT NULL",
+                        c = quote(col),
+                        t = quote(t)
+                    );
+                    for r in c
+                        .query(&sql, &[])
+                        .await
+                        .map_err(|e| pg_err(store, &format!("reading `{t}`"), e))?
+                    {
+                        out.push(r.get::<_, String>(0));
+                    }
+                }
+            }
+            Target::Sqlite(path) => {
+                let (store, path, columns) = (store.to_string(), path.clone(), columns.to_vec());
+                out = blocking(move || {
+                    let c = lite_open(&store, &path)?;
+                    let mut out = Vec::new();
+                    for (t, col) in &columns {
+                        let sql = format!(
+                            "SELECT DISTINCT CAST({c} AS TEXT) FROM {t} WHERE {c} IS NOT NULL",
+                            c = quote(col),
+                            t = quote(t)
+                        );
+                        let mut stmt = c
+                            .prepare(&sql)
+                            .map_err(|e| lite_err(&store, &format!("reading `{t}`"), e))?;
+                        let rows = stmt
+                            .query_map([], |r| r.get::<_, String>(0))
+                            .map_err(|e| lite_err(&store, &format!("reading `{t}`"), e))?;
+                        for r in rows {
+                            out.push(r.map_err(|e| lite_err(&store, "reading", e))?);
+                        }
+                    }
+                    Ok(out)
+                })
+                .await?;
+            }
+        }
+        out.sort();
+        out.dedup();
+        Ok(out)
+    }
+
+    /// The largest value of a timestamp column (`max(column)`), as RFC 3339 text or SQLite's
+    /// stored text; `None` when the table is empty.
+    pub(crate) async fn max_text(
+        &self,
+        store: &str,
+        table: &str,
+        column: &str,
+    ) -> Result<Option<String>> {
+        match self {
+            Target::Postgres(url) => {
+                let c = pg_connect(store, url).await?;
+                let sql = format!(
+                    "SELECT to_char(max({c}) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') FROM {t}",
+                    c = quote(column),
+                    t = quote(table)
+                );
+                let row = c
+                    .query_one(&sql, &[])
+                    .await
+                    .map_err(|e| pg_err(store, &format!("reading `{table}`"), e))?;
+                Ok(row.get::<_, Option<String>>(0))
+            }
+            Target::Sqlite(path) => {
+                let (store, path, table, column) = (
+                    store.to_string(),
+                    path.clone(),
+                    table.to_string(),
+                    column.to_string(),
+                );
+                blocking(move || {
+                    let c = lite_open(&store, &path)?;
+                    c.query_row(
+                        &format!("SELECT max({}) FROM {}", quote(&column), quote(&table)),
+                        [],
+                        |r| r.get::<_, Option<String>>(0),
+                    )
+                    .map_err(|e| lite_err(&store, &format!("reading `{table}`"), e))
+                })
+                .await
+            }
+        }
+    }
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| crate::Error::Internal(format!("a blocking task failed: {e}")))?
+}
+
+/// Orders `tables` so that every child (a table with a foreign key to another) comes before
+/// its parent; ties keep the configured order. A cycle of foreign keys keeps the configured
+/// order for the tables in it.
+pub(crate) fn children_first(tables: &[String], fks: &[(String, String)]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut placed = std::collections::BTreeSet::new();
+    fn place(
+        t: &str,
+        tables: &[String],
+        fks: &[(String, String)],
+        placed: &mut std::collections::BTreeSet<String>,
+        visiting: &mut std::collections::BTreeSet<String>,
+        out: &mut Vec<String>,
+    ) {
+        if placed.contains(t) || !visiting.insert(t.to_string()) {
+            return;
+        }
+        // Children of t go first.
+        for (child, parent) in fks {
+            if parent == t && child != t {
+                place(child, tables, fks, placed, visiting, out);
+            }
+        }
+        visiting.remove(t);
+        if placed.insert(t.to_string()) {
+            out.push(t.to_string());
+        }
+    }
+    for t in tables {
+        place(
+            t,
+            tables,
+            fks,
+            &mut placed,
+            &mut Default::default(),
+            &mut out,
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn children_go_before_parents() {
+        let tables: Vec<String> = ["learners", "payments", "tickets", "replies"]
+            .map(String::from)
+            .to_vec();
+        let fks = vec![
+            ("payments".to_string(), "learners".to_string()),
+            ("tickets".to_string(), "learners".to_string()),
+            ("replies".to_string(), "tickets".to_string()),
+        ];
+        let o = children_first(&tables, &fks);
+        let pos = |t: &str| o.iter().position(|x| x == t).unwrap();
+        assert!(pos("payments") < pos("learners"));
+        assert!(pos("tickets") < pos("learners"));
+        assert!(pos("replies") < pos("tickets"));
+        assert_eq!(o.len(), 4);
+    }
+
+    #[test]
+    fn quoting() {
+        assert_eq!(quote("app.learners"), "\"app\".\"learners\"");
+        assert_eq!(quote("we\"ird"), "\"we\"\"ird\"");
+    }
+}

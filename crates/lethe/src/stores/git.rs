@@ -328,6 +328,27 @@ impl Rewrite<'_> {
     }
 }
 
+/// A commit or tag message with every identifying value replaced by `[erased]` (matched
+/// without regard to case).
+fn scrub(message: &str, traces: &[String]) -> String {
+    let mut out = message.to_string();
+    for t in traces {
+        let needle = t.to_lowercase();
+        loop {
+            let lower = out.to_lowercase();
+            // Lowercasing may change byte lengths outside ASCII: only replace when the match
+            // maps back to the same byte range.
+            let Some(i) = lower.find(&needle) else { break };
+            let end = i + needle.len();
+            if lower.len() != out.len() || !out.is_char_boundary(i) || !out.is_char_boundary(end) {
+                break;
+            }
+            out.replace_range(i..end, "[erased]");
+        }
+    }
+    out
+}
+
 /// A remote URL without credentials.
 fn safe_url(url: &str) -> String {
     match reqwest::Url::parse(url) {
@@ -364,6 +385,12 @@ impl GitStore {
             }
         }
         let wanted: BTreeSet<String> = subjects.iter().flat_map(|s| s.values.clone()).collect();
+        let traces: Vec<String> = subjects
+            .iter()
+            .flat_map(|s| s.traces.iter())
+            .filter(|t| t.chars().count() >= 6)
+            .cloned()
+            .collect();
         let mut rw = Rewrite {
             store: self,
             repo: &repo,
@@ -406,7 +433,12 @@ impl GitStore {
                 .map_err(|e| self.err("reading a commit", e))?;
             let tree = rw.tree(c.tree_id(), "")?;
             let parents: Vec<Oid> = c.parent_ids().map(|p| *map.get(&p).unwrap_or(&p)).collect();
-            if tree == c.tree_id() && parents.iter().eq(c.parent_ids().collect::<Vec<_>>().iter()) {
+            let raw_message = String::from_utf8_lossy(c.message_raw_bytes()).into_owned();
+            let message = scrub(&raw_message, &traces);
+            if tree == c.tree_id()
+                && message == raw_message
+                && parents.iter().eq(c.parent_ids().collect::<Vec<_>>().iter())
+            {
                 map.insert(id, id);
                 continue;
             }
@@ -418,7 +450,6 @@ impl GitStore {
                 .map(|p| repo.find_commit(*p))
                 .collect::<std::result::Result<_, _>>()
                 .map_err(|e| self.err("reading a commit", e))?;
-            let message = String::from_utf8_lossy(c.message_raw_bytes()).into_owned();
             let new = repo
                 .commit(
                     None,
@@ -462,7 +493,7 @@ impl GitStore {
                                 tag.name().unwrap_or_default(),
                                 &new_obj,
                                 &tagger,
-                                tag.message().unwrap_or_default(),
+                                &scrub(tag.message().unwrap_or_default(), &traces),
                             )
                             .map_err(|e| self.err("re-creating a tag", e))?
                         }
@@ -846,7 +877,7 @@ mod tests {
             &repo,
             "cases/a.jsonl",
             &format!("{keep}{secret}"),
-            "add c-77",
+            "add the case of ZELDA Q. MARSH",
         );
         repo.tag_lightweight("light", &repo.find_object(with, None).unwrap(), false)
             .unwrap();
@@ -865,11 +896,13 @@ mod tests {
             &repo,
             "cases/a.jsonl",
             keep,
-            "drop c-77 on main (history keeps it)",
+            "drop the case on main (history keeps it)",
         );
         repo.remote("origin", "https://user:hunter2@git.example/org/evals.git")
             .unwrap();
         repo.reference("refs/remotes/origin/main", with, true, "fetched")
+            .unwrap();
+        repo.checkout_head(Some(git2::build::CheckoutBuilder::new().force()))
             .unwrap();
         assert!(cat_all(&path).contains("c-77"));
         let store = GitStore {
@@ -899,7 +932,11 @@ mod tests {
         let all = cat_all(&path);
         assert!(
             !all.contains("c-77") && !all.contains("Zelda"),
-            "an object still holds the case"
+            "an object still holds the case:\n{all}"
+        );
+        assert!(
+            all.contains("add the case of [erased]"),
+            "messages are scrubbed"
         );
         assert!(all.contains("c-1"));
         assert_eq!(store.probe(&subject).await.unwrap(), vec![0]);
@@ -921,6 +958,17 @@ mod tests {
         }
         // A second delete finds nothing and changes nothing.
         assert_eq!(store.delete(&subject).await.unwrap().records, vec![0]);
+    }
+
+    #[test]
+    fn messages_lose_identifying_values() {
+        assert_eq!(
+            scrub(
+                "Case from Zelda Q. Marsh (zelda@x.example)",
+                &["zelda q. marsh".into(), "ZELDA@X.EXAMPLE".into()]
+            ),
+            "Case from [erased] ([erased])"
+        );
     }
 
     #[test]

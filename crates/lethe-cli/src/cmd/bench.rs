@@ -57,6 +57,14 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 1000)]
         subjects: usize,
     },
+    /// Erase N learners (3590 first) from the demo with stores in one batch, then rebuild the
+    /// search index and verify; prints the time per system (the demo's vendor is served by this
+    /// process).
+    Stores {
+        /// Requests in the batch.
+        #[arg(long, default_value_t = 1)]
+        requests: usize,
+    },
     /// Plan an erasure on a generated catalog and lineage graph, timed.
     Plan {
         /// Datasets.
@@ -204,6 +212,7 @@ pub async fn run(c: BenchCommand, config: Option<&Path>) -> anyhow::Result<ExitC
             edges,
             seed,
         } => plan_bench(datasets, edges, seed)?,
+        BenchCommand::Stores { requests } => stores_bench(config, requests).await?,
         BenchCommand::Scan { learner, subjects } => {
             let ws = super::workspace(config)?;
             let gov = ws.governance()?;
@@ -399,4 +408,87 @@ fn tempfile_dir() -> anyhow::Result<std::path::PathBuf> {
     let d = std::env::temp_dir().join(format!("lethe-bench-{}", std::process::id()));
     std::fs::create_dir_all(&d)?;
     Ok(d)
+}
+
+/// `lethe bench stores`: one batch of `n` requests through every store of the demo.
+async fn stores_bench(config: Option<&Path>, n: usize) -> anyhow::Result<()> {
+    let ws = super::workspace(config)?;
+    let url = lethe_demo::platform::vendor_url(&ws.config.root)?
+        .ok_or_else(|| anyhow::anyhow!("a demo with stores is needed (lethe demo init)"))?;
+    let port: u16 = url.rsplit(':').next().unwrap_or("0").parse()?;
+    let _vendor = lethe_demo::platform::vendor::Vendor::start(&ws.config.root, port).await?;
+    let mut ids: Vec<i64> = vec![lethe_demo::platform::data::DEMO_LEARNER];
+    ids.extend(
+        (1..)
+            .filter(|i| *i != lethe_demo::platform::data::DEMO_LEARNER)
+            .take(n - 1),
+    );
+    let requests: Vec<lethe::erasure::case::RequestSpec> = ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| lethe::erasure::case::RequestSpec {
+            request: format!("bench-{i:05}"),
+            subject: "learner".into(),
+            id: id.to_string(),
+        })
+        .collect();
+    let opts = lethe::erasure::erase::EraseOptions {
+        dry_run: false,
+        min_age: Some(chrono::Duration::zero()),
+        accept_incomplete: false,
+        key_file: None,
+    };
+    let t = Instant::now();
+    let r = lethe::erasure::erase::erase(&ws, &requests, &opts, &|_| {}).await?;
+    let erase_s = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    lethe_demo::platform::rebuild_index(&ws).await?;
+    let rebuild_s = t.elapsed().as_secs_f64();
+    let mut j = r.journal;
+    let t = Instant::now();
+    lethe::erasure::erase::verify_pending(&ws, &mut j, chrono::Utc::now().date_naive(), &|_| {})
+        .await?;
+    let verify_s = t.elapsed().as_secs_f64();
+    let mut systems = BTreeMap::new();
+    for s in &j.stores {
+        systems.insert(
+            s.store.clone(),
+            serde_json::json!({
+                "ms": s.duration_ms,
+                "deletes": s.deletes,
+                "records": s.records.values().sum::<u64>(),
+                "state": s.state.to_string(),
+            }),
+        );
+    }
+    let ms = |a: &Option<String>, b: &Option<String>| -> Option<i64> {
+        let a = chrono::DateTime::parse_from_rfc3339(a.as_deref()?).ok()?;
+        let b = chrono::DateTime::parse_from_rfc3339(b.as_deref()?).ok()?;
+        Some((b - a).num_milliseconds())
+    };
+    let mut steps_ms = 0i64;
+    for s in &j.steps {
+        if let Some(d) = ms(&s.started_at, &s.finished_at) {
+            steps_ms += d;
+            systems.insert(
+                s.table.clone(),
+                serde_json::json!({ "ms": d, "records": s.rows, "state": if s.done { "done" } else { "planned" } }),
+            );
+        }
+    }
+    let stores_ms: u64 = j.stores.iter().map(|s| s.duration_ms).sum();
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&serde_json::json!({
+            "requests": n,
+            "erase_seconds": erase_s,
+            "warehouse_steps_ms": steps_ms,
+            "stores_ms": stores_ms,
+            "plan_register_cleanup_ms": (erase_s * 1000.0) as i64 - steps_ms - stores_ms as i64,
+            "index_rebuild_seconds": rebuild_s,
+            "verify_seconds": verify_s,
+            "systems": systems,
+        }))?
+    );
+    Ok(())
 }

@@ -50,9 +50,10 @@ pub enum DemoCommand {
     /// Serve the helpdesk vendor's API on the port in governance/stores.toml until stopped
     /// (`lethe erase` reaches it through the helpdesk store).
     Vendor,
-    /// The demo's nightly job: reload crm.learners from the CRM application's export (which
-    /// still holds erased learners), then rerun the pipelines. Run `lethe register check`
-    /// after it; with --suppress the reload drops erased learners first.
+    /// The demo's nightly job: reload crm.learners and support.tickets from the application
+    /// database (which holds whoever nobody erased there), rerun the pipelines and rebuild the
+    /// search index. Run `lethe register check` after it; with --suppress the reload drops
+    /// erased learners first.
     Reload {
         /// Filter the export against the erasure register before loading it.
         #[arg(long)]
@@ -62,8 +63,11 @@ pub enum DemoCommand {
         json: bool,
     },
     /// The whole job on the demo, step by step: build it, apply retention for its "today",
-    /// plan learner 3590's erasure, turn statistics off for protected columns, erase, scan
-    /// every file and attest. Ends with the verdict (exit 0 only when COMPLETE).
+    /// plan learner 3590's erasure, turn statistics off for protected columns, withdraw
+    /// consent, list and check the stores outside the warehouse, erase everywhere (the
+    /// application database first; the vendor's API is served by this process), rebuild the
+    /// search index and verify it, scan every file and attest. Ends with the verdict and the
+    /// manifest (exit 0 only when COMPLETE).
     Run {
         /// The folder to build the demo in (rebuilt if it exists).
         #[arg(long, default_value = "demo")]

@@ -830,7 +830,7 @@ async fn demo_run_withdraws_before_it_erases_and_still_ends_complete() {
         String::from_utf8_lossy(&out.stderr)
     );
     let withdraw = stdout.find("== 6. Withdraw").expect("the consent step");
-    let erase = stdout.find("== 7. Erase").expect("the erasure step");
+    let erase = stdout.find("== 7. ").expect("the step after consent");
     assert!(withdraw < erase);
     let step = &stdout[withdraw..erase];
     // marketing sees N, then N-1; check names the stale table and the learner; rebuild clears it.
@@ -850,4 +850,29 @@ async fn demo_run_withdraws_before_it_erases_and_still_ends_complete() {
         stdout.contains("logical erasure: COMPLETE; physical purge: COMPLETE"),
         "{stdout}"
     );
+    // Issue 15: the walkthrough ends with a manifest whose every system is verified — the
+    // application database, the warehouse's tables, the export, the vendor, the rebuilt index
+    // and the Git evaluation set.
+    let attest = stdout
+        .rfind("manifest of erasure-0001")
+        .expect("the attestation's manifest");
+    let manifest = &stdout[attest..];
+    assert!(
+        manifest.lines().next().unwrap().ends_with("COMPLETE"),
+        "{manifest}"
+    );
+    for system in [
+        "app_db",
+        "crm.learners",
+        "crm_export",
+        "helpdesk",
+        "support_search",
+        "eval_set",
+    ] {
+        let line = manifest
+            .lines()
+            .find(|l| l.starts_with(&format!("{system} ")))
+            .unwrap_or_else(|| panic!("{system} missing:\n{manifest}"));
+        assert!(line.ends_with("verified"), "{line}");
+    }
 }

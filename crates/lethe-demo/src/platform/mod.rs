@@ -49,6 +49,8 @@ pub struct ReloadReport {
     pub pipelines: Vec<String>,
     /// Tickets loaded into support.tickets.
     pub tickets_loaded: u64,
+    /// Tickets of erased learners suppressed (with `--suppress`).
+    pub tickets_suppressed: u64,
     /// Documents in the rebuilt search index (when the demo has one).
     pub indexed: Option<u64>,
 }
@@ -73,28 +75,32 @@ pub async fn reload(ws: &Workspace, suppress: bool) -> Result<ReloadReport> {
     let learners_schema = table_schema(ws, "crm.learners").await?;
     let batches = vec![appdb::read(&ws.config.root, &db, "learners", &learners_schema).await?];
     let rows_in_export = batches.iter().map(|b| b.num_rows() as u64).sum();
-    let (batches, suppressed) = if suppress {
-        let gov = ws.governance()?;
-        let subject = gov.subjects.get("learner")?;
-        let (_, column) = subject.root()?;
-        let key = lethe::erasure::register::RegisterKey::load(
-            lethe::erasure::register::default_key_file(ws).as_deref(),
-        )?;
-        let hashes = lethe::erasure::register::Register::in_state(&ws.config.paths.state)
-            .hashes("learner")?;
-        let (kept, stats) = lethe::erasure::register::suppress(
-            &batches,
-            &key,
-            &hashes,
-            "learner",
-            &column,
-            lethe::erasure::register::SuppressMode::Drop,
-            &[],
-        )?;
-        (kept, stats.suppressed)
-    } else {
-        (batches, 0)
-    };
+    // Rows of erased learners dropped before loading (with --suppress).
+    let filter =
+        |batches: Vec<arrow::array::RecordBatch>| -> Result<(Vec<arrow::array::RecordBatch>, u64)> {
+            if !suppress {
+                return Ok((batches, 0));
+            }
+            let gov = ws.governance()?;
+            let subject = gov.subjects.get("learner")?;
+            let (_, column) = subject.root()?;
+            let key = lethe::erasure::register::RegisterKey::load(
+                lethe::erasure::register::default_key_file(ws).as_deref(),
+            )?;
+            let hashes = lethe::erasure::register::Register::in_state(&ws.config.paths.state)
+                .hashes("learner")?;
+            let (kept, stats) = lethe::erasure::register::suppress(
+                &batches,
+                &key,
+                &hashes,
+                "learner",
+                &column,
+                lethe::erasure::register::SuppressMode::Drop,
+                &[],
+            )?;
+            Ok((kept, stats.suppressed))
+        };
+    let (batches, suppressed) = filter(batches)?;
     let rows_loaded = batches.iter().map(|b| b.num_rows() as u64).sum();
     let mut summary = BTreeMap::new();
     summary.insert(
@@ -112,12 +118,14 @@ pub async fn reload(ws: &Workspace, suppress: bool) -> Result<ReloadReport> {
     )
     .await?;
     let tickets_schema = table_schema(ws, "support.tickets").await?;
-    let tickets = appdb::read(&ws.config.root, &db, "tickets", &tickets_schema).await?;
-    let tickets_loaded = tickets.num_rows() as u64;
+    let (tickets, tickets_suppressed) = filter(vec![
+        appdb::read(&ws.config.root, &db, "tickets", &tickets_schema).await?,
+    ])?;
+    let tickets_loaded = tickets.iter().map(|b| b.num_rows() as u64).sum();
     lethe_iceberg::ops::rewrite::replace_contents(
         &ws.warehouse,
         &TableName::parse("support.tickets")?,
-        &[tickets],
+        &tickets,
         [(
             "lethe-load".to_string(),
             "nightly reload from the application database".to_string(),
@@ -144,6 +152,7 @@ pub async fn reload(ws: &Workspace, suppress: bool) -> Result<ReloadReport> {
         rows_loaded,
         pipelines,
         tickets_loaded,
+        tickets_suppressed,
         indexed,
     })
 }

@@ -16,3 +16,4 @@ mod foreign;
 mod nested;
 mod plan;
 mod prove;
+mod stores;

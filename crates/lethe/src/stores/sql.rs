@@ -689,7 +689,6 @@ pub(crate) fn children_first(tables: &[String], fks: &[(String, String)]) -> Vec
     let mut placed = std::collections::BTreeSet::new();
     fn place(
         t: &str,
-        tables: &[String],
         fks: &[(String, String)],
         placed: &mut std::collections::BTreeSet<String>,
         visiting: &mut std::collections::BTreeSet<String>,
@@ -701,7 +700,7 @@ pub(crate) fn children_first(tables: &[String], fks: &[(String, String)]) -> Vec
         // Children of t go first.
         for (child, parent) in fks {
             if parent == t && child != t {
-                place(child, tables, fks, placed, visiting, out);
+                place(child, fks, placed, visiting, out);
             }
         }
         visiting.remove(t);
@@ -710,14 +709,7 @@ pub(crate) fn children_first(tables: &[String], fks: &[(String, String)]) -> Vec
         }
     }
     for t in tables {
-        place(
-            t,
-            tables,
-            fks,
-            &mut placed,
-            &mut Default::default(),
-            &mut out,
-        );
+        place(t, fks, &mut placed, &mut Default::default(), &mut out);
     }
     out
 }

@@ -5,7 +5,10 @@
 //! when the store says `delete = "remove"`. Other formats can't be rewritten record by record:
 //! a file of another format holding the subject is an error naming it (use `remove`). Probe:
 //! the proof scan ([`lethe_scan`]) over the store's path, searching the subject field's values
-//! and the identifying values; a file it can't read can't be proven clean, so it is an error.
+//! (exact, by column in Parquet, CSV and JSON); a file it can't read can't be proven clean, so it
+//! is an error. Identifying values are not counted here: searched as text they match other
+//! people's records (one learner's "200 Maria Lane" inside another's "1200 Maria Lane"), which
+//! would keep the store from ever verifying; `lethe scan` searches them in `[scan] roots`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -15,6 +18,9 @@ use async_trait::async_trait;
 use super::registry::StoreConfig;
 use super::{Deleted, Store, StoreAction, StoreSubject, error};
 use crate::error::Result;
+
+/// The trace set's prefix length (no identifying value is searched by the probe).
+const WHOLE_VALUES: usize = 4096;
 
 /// The files connector.
 #[derive(Debug, Clone)]
@@ -221,18 +227,10 @@ impl FilesStore {
                         })
                         .collect(),
                 }],
-                values: s
-                    .traces
-                    .iter()
-                    .filter(|t| !t.trim().is_empty())
-                    .map(|t| lethe_scan::ValueTrace {
-                        kind: "value".into(),
-                        value: t.clone(),
-                    })
-                    .collect(),
+                values: Vec::new(),
             })
             .collect();
-        let set = lethe_scan::TraceSet::new(&traces, lethe_iceberg::metrics::DEFAULT_TRUNCATE - 1)?;
+        let set = lethe_scan::TraceSet::new(&traces, WHOLE_VALUES)?;
         let report = lethe_scan::scan(
             &set,
             &lethe_scan::ScanOptions {
@@ -360,6 +358,12 @@ mod tests {
             traces: vec!["someone.special@x.example".into()],
         }];
         assert_eq!(s.probe(&subj).await.unwrap(), vec![2]);
+        // Another learner's record that holds the email as text is not the subject's record.
+        std::fs::write(
+            root.join("c.jsonl"),
+            "{\"learner_id\":7,\"note\":\"copy someone.special@x.example\"}\n",
+        )
+        .unwrap();
         let d = s.delete(&subj).await.unwrap();
         assert_eq!(d.records, vec![2]);
         assert_eq!(s.probe(&subj).await.unwrap(), vec![0]);
@@ -368,6 +372,9 @@ mod tests {
             csv.contains("one@x.example") && !csv.contains("3590"),
             "{csv}"
         );
-        assert_eq!(s.subject_values().await.unwrap().unwrap(), vec!["1", "2"]);
+        assert_eq!(
+            s.subject_values().await.unwrap().unwrap(),
+            vec!["1", "2", "7"]
+        );
     }
 }

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # lethe's test command: installs what the tests need (the Python venv for interop tests, with
-# PyIceberg and SeaweedFS's `weed`), starts the real servers the tests talk to (SeaweedFS S3 +
-# Iceberg REST catalog, PostgreSQL; see docs/services.md) on 127.0.0.1 and free ports, runs every
-# test of the workspace, failpoints included, and stops the servers whatever happens.
-# CI runs exactly this.
+# PyIceberg and SeaweedFS's `weed`; Spark 3.5 + Iceberg 1.10 for the format v3 interop tests),
+# starts the real servers the tests talk to (SeaweedFS S3 + Iceberg REST catalog, PostgreSQL;
+# see docs/services.md) on 127.0.0.1 and free ports, runs every test of the workspace,
+# failpoints included, and stops the servers whatever happens. CI runs exactly this.
 #   LETHE_SERVICES=all|seaweedfs|postgres|none   which servers to start (default all)
 #   LETHE_SERVICES_SMOKE=1                       check them first with scripts/services_smoke.py
 # The tests find the servers through the variables of STATE_DIR/env (LETHE_S3_ENDPOINT,
@@ -11,6 +11,26 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export LETHE_PYTHON="${LETHE_PYTHON:-$(bash scripts/python-env.sh)}"
+# Spark 3.5 + the Iceberg 1.10 runtime for the format v3 interop tests, installed and cached by
+# spark-env.sh. Only a machine without Java 17/11 (exit 3) skips them, and the tests say why.
+if [ -z "${LETHE_SPARK_PYTHON:-}" ]; then
+  spark_err="$(mktemp)"
+  set +e
+  spark_vars="$(bash scripts/spark-env.sh 2> >(tee "$spark_err" >&2))"
+  spark_rc=$?
+  set -e
+  if [ "$spark_rc" -eq 0 ]; then
+    while IFS='=' read -r k v; do
+      [ -n "$k" ] && export "$k=$v"
+    done <<<"$spark_vars"
+  elif [ "$spark_rc" -eq 3 ]; then
+    export LETHE_SPARK_SKIP="$(tail -n 1 "$spark_err")"
+  else
+    echo "scripts/spark-env.sh failed (exit $spark_rc)" >&2
+    exit "$spark_rc"
+  fi
+  rm -f "$spark_err"
+fi
 export RUST_BACKTRACE=1
 services="${LETHE_SERVICES:-all}"
 if [ "$services" != none ]; then

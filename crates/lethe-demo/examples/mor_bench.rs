@@ -1,18 +1,22 @@
 //! Benchmark: erasing one subject from a merge-on-read table (10% of its rows deleted by
-//! position deletes, as Trino's DELETE leaves them) vs the same live rows compacted.
+//! position deletes, as Trino's DELETE leaves them; or, format v3, by deletion vectors, as
+//! Spark's DELETE leaves them) vs the same live rows compacted.
 //!
 //! ```text
-//! mor_bench setup <dir> [rows=1000000] [files=10]   # builds both tables (not timed)
-//! mor_bench erase <dir> mor|compacted               # the erasure's row delete, timed
+//! mor_bench setup <dir> [rows=1000000] [files=10]        # builds the tables (not timed)
+//! mor_bench erase <dir> mor|compacted|dv|v3_compacted    # the erasure's row delete, timed
 //! ```
 //!
-//! `setup` writes `bench.orders_mor` (`rows` orders in `files` data files, then one position
-//! delete file per data file naming every tenth order) and `bench.orders_compacted` (the same
-//! live rows, no delete file). `erase` deletes customer 4242's orders (one in every 50,000,
-//! spread over every file) with the copy-on-write row delete an erasure runs, and prints one
-//! JSON line: seconds, files read and rewritten, rows matched and purged, delete files removed.
-//! Run each `erase` under `/usr/bin/time -v` for its peak memory; run `setup` again before
-//! repeating (the erase changes the table).
+//! `setup` writes, in format v2, `bench.orders_mor` (`rows` orders in `files` data files, then
+//! one position delete file per data file naming every tenth order) and
+//! `bench.orders_compacted` (the same live rows, no delete file); in format v3,
+//! `bench.orders_dv` (the same data files, then one DELETE hiding every tenth order with one
+//! deletion vector per data file, all in one Puffin file) and `bench.orders_v3_compacted`.
+//! `erase` deletes customer 4242's orders (one in every 50,000, spread over every file) with the
+//! copy-on-write row delete an erasure runs, and prints one JSON line: seconds, files read and
+//! rewritten, rows matched and purged, delete files and deletion vectors removed. Run each
+//! `erase` under `/usr/bin/time -v` for its peak memory; run `setup` again before repeating
+//! (the erase changes the table).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -24,7 +28,7 @@ use arrow::datatypes::{DataType, Field, Schema as ArrowSchema};
 use iceberg::spec::{FormatVersion, NestedField, PrimitiveType, Schema, Type};
 use lethe::config::Config;
 use lethe::workspace::Workspace;
-use lethe_demo::fixtures::{GovernanceFiles, delete_by_position, init_workspace};
+use lethe_demo::fixtures::{GovernanceFiles, delete_by_position, delete_by_vector, init_workspace};
 use lethe_iceberg::catalog::TableName;
 use lethe_iceberg::ops::rewrite::{RowRewrite, append, count_rows, rewrite_rows};
 use lethe_iceberg::predicate::{Predicate, Value};
@@ -88,20 +92,15 @@ async fn setup(dir: &Path, rows: i64, files: i64) -> lethe::Result<()> {
     let ws = init_workspace(dir, GovernanceFiles::default())?;
     let wh = &ws.warehouse;
     let per_file = (rows / files).max(1);
-    for (table, compacted) in [
-        ("bench.orders_mor", false),
-        ("bench.orders_compacted", true),
+    for (table, compacted, version) in [
+        ("bench.orders_mor", false, FormatVersion::V2),
+        ("bench.orders_compacted", true, FormatVersion::V2),
+        ("bench.orders_dv", false, FormatVersion::V3),
+        ("bench.orders_v3_compacted", true, FormatVersion::V3),
     ] {
         let name = TableName::parse(table)?;
-        wh.create_table(
-            &name,
-            schema(),
-            None,
-            None,
-            Default::default(),
-            FormatVersion::V2,
-        )
-        .await?;
+        wh.create_table(&name, schema(), None, None, Default::default(), version)
+            .await?;
         let mut start = 0;
         while start < rows {
             let end = (start + per_file).min(rows);
@@ -118,7 +117,10 @@ async fn setup(dir: &Path, rows: i64, files: i64) -> lethe::Result<()> {
             .await?;
             start = end;
         }
-        if !compacted {
+        if !compacted && version == FormatVersion::V3 {
+            // One DELETE: a vector per data file, all in one Puffin file (Spark's layout).
+            delete_by_vector(wh, &name, &Predicate::eq("shard", Value::Int(0))).await?;
+        } else if !compacted {
             // One DELETE statement per file's worth of rows, as a stream of deletes leaves them.
             let mut start = 0;
             while start < rows {
@@ -163,7 +165,7 @@ async fn erase(dir: &Path, variant: &str) -> lethe::Result<()> {
     .await?;
     let seconds = started.elapsed().as_secs_f64();
     println!(
-        "{{\"variant\":\"{variant}\",\"seconds\":{seconds:.3},\"files_in_table\":{},\"files_read\":{},\"files_rewritten\":{},\"rows_matched\":{},\"rows_purged\":{},\"rows_rewritten\":{},\"delete_files_removed\":{},\"delete_files_rewritten\":{}}}",
+        "{{\"variant\":\"{variant}\",\"seconds\":{seconds:.3},\"files_in_table\":{},\"files_read\":{},\"files_rewritten\":{},\"rows_matched\":{},\"rows_purged\":{},\"rows_rewritten\":{},\"delete_files_removed\":{},\"delete_files_rewritten\":{},\"deletion_vectors_removed\":{}}}",
         r.files_in_table,
         r.files_read,
         r.files_rewritten.len(),
@@ -171,7 +173,8 @@ async fn erase(dir: &Path, variant: &str) -> lethe::Result<()> {
         r.rows_purged,
         r.rows_rewritten,
         r.delete_files_removed.len(),
-        r.delete_files_rewritten.len()
+        r.delete_files_rewritten.len(),
+        r.deletion_vectors_removed
     );
     Ok(())
 }
@@ -179,7 +182,7 @@ async fn erase(dir: &Path, variant: &str) -> lethe::Result<()> {
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: mor_bench setup <dir> [rows] [files] | mor_bench erase <dir> mor|compacted";
+    let usage = "usage: mor_bench setup <dir> [rows] [files] | mor_bench erase <dir> mor|compacted|dv|v3_compacted";
     let result = match args.first().map(String::as_str) {
         Some("setup") if args.len() >= 2 => {
             let rows = args
@@ -189,7 +192,10 @@ async fn main() {
             let files = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(10);
             setup(Path::new(&args[1]), rows, files).await
         }
-        Some("erase") if args.len() == 3 && (args[2] == "mor" || args[2] == "compacted") => {
+        Some("erase")
+            if args.len() == 3
+                && ["mor", "compacted", "dv", "v3_compacted"].contains(&args[2].as_str()) =>
+        {
             erase(Path::new(&args[1]), &args[2]).await
         }
         _ => {

@@ -8,11 +8,16 @@
 //!   the deleted `row` itself), committed as a `delete` snapshot; data files untouched;
 //! - [`delete_by_equality`] and [`upsert`]: an upsert as Flink writes it — an equality delete
 //!   file holding the keys, with the new rows in the same snapshot;
-//! - [`set_schema`]: a schema change (rename, add, drop) committed as Spark's `ALTER TABLE`
-//!   does (a new schema made current; data files untouched).
+//! - [`delete_by_vector`]: a merge-on-read DELETE on a format v3 table as Spark writes it —
+//!   one deletion vector per data file (earlier deletes of the file merged in), all in one
+//!   Puffin file;
+//! - [`set_schema`]: a schema change (rename, add, drop — an added column may carry format v3
+//!   `initial-default`/`write-default`) committed as Spark's `ALTER TABLE` does (a new schema
+//!   made current; data files untouched).
 //!
-//! Format v1 tables come from [`lethe_iceberg::table::Warehouse::create_table`] with
-//! `FormatVersion::V1` and lethe's own appends, which write v1 manifests and manifest lists.
+//! Format v1 and v3 tables come from [`lethe_iceberg::table::Warehouse::create_table`] with
+//! `FormatVersion::V1`/`V3` and lethe's own appends, which write that version's manifests and
+//! manifest lists (v3: with row lineage).
 //! Nothing here is used by lethe's commands.
 
 use std::collections::BTreeMap;
@@ -31,6 +36,7 @@ use lethe_iceberg::commit::{ActionCommit, TableAction, commit};
 use lethe_iceberg::deletes::{
     DeleteIndex, DeleteReader, write_equality_deletes, write_position_deletes,
 };
+use lethe_iceberg::deletion_vector::{NewVector, is_deletion_vector, write_deletion_vectors};
 use lethe_iceberg::error::{Error, Result};
 use lethe_iceberg::predicate::Predicate;
 use lethe_iceberg::read::read_data_file;
@@ -201,6 +207,92 @@ pub async fn delete_by_position(
         summary: BTreeMap::from([("fixture".to_string(), "position deletes".to_string())]),
     };
     Ok(commit(wh, name, &mut action)
+        .await?
+        .and_then(|c| c.snapshot_id))
+}
+
+/// Deletes the live rows `predicate` selects the way Spark's merge-on-read DELETE does on a
+/// format v3 table: one deletion vector per data file holding such rows, holding every
+/// position deleted in that file so far (the file's earlier vector and position deletes
+/// merged in; the earlier vector is removed), all vectors in one new Puffin file, committed as
+/// a `delete` snapshot. Data files are not touched. Returns the snapshot, or None when nothing
+/// matched. Data files must be in the table's default partition spec.
+pub async fn delete_by_vector(
+    wh: &Warehouse,
+    name: &TableName,
+    predicate: &Predicate,
+) -> Result<Option<i64>> {
+    struct VectorDelete(Predicate);
+    #[async_trait]
+    impl TableAction for VectorDelete {
+        async fn plan(
+            &mut self,
+            wh: &Warehouse,
+            table: &LoadedTable,
+        ) -> Result<Option<ActionCommit>> {
+            let schema = table.metadata.current_schema().clone();
+            self.0.check(&schema, &table.name.to_string())?;
+            let files = wh.current_files(table).await?;
+            let index = DeleteIndex::load(wh, table, &files)?;
+            let mut reader = DeleteReader::new(wh.store.as_ref(), table)?;
+            let mut vectors: Vec<NewVector> = Vec::new();
+            let mut replaced: Vec<(String, i64)> = Vec::new();
+            for f in files.iter().filter(|f| f.is_data()) {
+                let path = f.entry.data_file.file_path();
+                let spec_id = index.spec_id(f);
+                if spec_id != table.metadata.default_partition_spec_id() {
+                    return Err(Error::invalid(format!(
+                        "{path} is in partition spec {spec_id}: deletion vector fixtures are written for the default spec"
+                    )));
+                }
+                let batches = read_data_file(wh.store.as_ref(), path, &schema)?;
+                let applicable = index.for_data_file(f, wh.store.as_ref());
+                let live = reader.live_masks(&index, &applicable, path, &batches)?;
+                let mut matched = Vec::new();
+                let mut offset = 0u64;
+                for (i, b) in batches.iter().enumerate() {
+                    let mut mask = self.0.evaluate(b)?;
+                    if let Some(l) = live.as_ref().and_then(|l| l.get(i)) {
+                        mask = compute::and(&mask, l)?;
+                    }
+                    matched.extend(
+                        (0..b.num_rows())
+                            .filter(|r| mask.value(*r))
+                            .map(|r| offset + r as u64),
+                    );
+                    offset += b.num_rows() as u64;
+                }
+                if matched.is_empty() {
+                    continue;
+                }
+                let earlier = reader.deleted_positions(&index, &applicable, path)?;
+                for i in &applicable {
+                    let d = &index.deletes()[*i].entry.data_file;
+                    if let (true, Some(o)) = (is_deletion_vector(d), d.content_offset()) {
+                        replaced.push((d.file_path().to_string(), o));
+                    }
+                }
+                vectors.push(NewVector {
+                    data_file: path.to_string(),
+                    partition: f.entry.data_file.partition().clone(),
+                    spec_id,
+                    positions: earlier.into_iter().chain(matched).collect(),
+                });
+            }
+            let added =
+                write_deletion_vectors(wh.store.as_ref(), table.location(), &vectors).await?;
+            if added.is_empty() {
+                return Ok(None);
+            }
+            let mut changes = SnapshotChanges::new(Operation::Delete);
+            changes.added_deletes = added;
+            changes.removed_vectors = replaced.into_iter().collect();
+            changes.summary =
+                BTreeMap::from([("fixture".to_string(), "deletion vectors".to_string())]);
+            Ok(Some(produce_written(wh, table, changes).await?))
+        }
+    }
+    Ok(commit(wh, name, &mut VectorDelete(predicate.clone()))
         .await?
         .and_then(|c| c.snapshot_id))
 }

@@ -2,29 +2,39 @@
 //! cleaning them up after a copy-on-write rewrite, and writing them.
 //!
 //! Guarantees:
-//! - Delete files are matched to data files by the spec's rules ([`DeleteIndex`]): a position
-//!   delete applies to data files of its partition (or every partition when its spec is
-//!   unpartitioned) whose data sequence number is less than or equal to its own, and only to
-//!   the rows at the positions it lists for that file's path (or to `referenced_data_file`); an
-//!   equality delete applies to data files of its partition (or every partition, for an
-//!   unpartitioned spec) whose data sequence number is strictly smaller than its own, to rows
-//!   whose equality columns (by field id) equal one of its rows (null equals null).
+//! - Delete files are matched to data files by the spec's rules ([`DeleteIndex`]): a deletion
+//!   vector (format v3) applies to the one data file its `referenced_data_file` names, when that
+//!   file's data sequence number is less than or equal to the vector's and both have the same
+//!   partition (spec and values); a position delete file applies to data files of its partition
+//!   (or every partition when its spec is unpartitioned) whose data sequence number is less
+//!   than or equal to its own, and only to the rows at the positions it lists for that file's
+//!   path (or to `referenced_data_file`), unless a deletion vector applies to that data file
+//!   (the vector holds every earlier delete of it); an equality delete applies to data files of
+//!   its partition (or every partition, for an unpartitioned spec) whose data sequence number
+//!   is strictly smaller than its own, to rows whose equality columns (by field id) equal one
+//!   of its rows (null equals null).
 //! - [`DeleteReader::live_masks`] gives, for the batches of one data file read in file order,
-//!   which rows are live. Every delete file is read once per reader.
+//!   which rows are live. Every delete file (every vector of a Puffin file) is read once per
+//!   reader; a deletion vector is validated first ([`crate::deletion_vector`]) and a corrupt one
+//!   is an error naming its Puffin file.
 //! - [`DeleteReader::plan_cleanup`] decides, after a rewrite removed data files, which delete
-//!   files to drop or rewrite: a position delete file loses the rows naming data files that are
-//!   no longer live (dropped when none is left), an equality delete file that applies to no
-//!   remaining data file is dropped, and with a subject predicate an equality delete file's rows
-//!   that match it are dropped (the subject's key must not stay behind in a delete file). A
-//!   rewritten delete file keeps its rows byte for byte (same Arrow schema, same field ids) and
-//!   its data sequence number, so it applies to exactly the data files it applied to before.
+//!   files to drop or rewrite: the deletion vector of a removed data file is removed (by its
+//!   Puffin file and offset: the other vectors of the same Puffin file stay live), a position
+//!   delete file loses the rows naming data files that are no longer live (dropped when none is
+//!   left), an equality delete file that applies to no remaining data file is dropped, and with
+//!   a subject predicate an equality delete file's rows that match it are dropped (the
+//!   subject's key must not stay behind in a delete file). A rewritten delete file keeps its
+//!   rows byte for byte (same Arrow schema, same field ids) and its data sequence number, so it
+//!   applies to exactly the data files it applied to before.
 //! - [`write_position_deletes`] and [`write_equality_deletes`] write spec-conforming delete
 //!   files (sorted `file_path`/`pos`, reserved field ids, optional `row`), as Trino, Spark or
 //!   Flink would; lethe uses them for fixtures and benchmarks, never to delete rows itself.
 //!
-//! Not supported (refused with [`Error::Unsupported`] before anything is written): deletion
-//! vectors (Puffin delete files, format v3), delete files that aren't Parquet, equality deletes
-//! on nested or dropped columns.
+//! Not supported (refused with [`Error::Unsupported`] before anything is written): delete
+//! files that are neither Parquet nor deletion vectors, equality deletes on nested or dropped
+//! columns, and in a format v3 table a Parquet position delete file that would have to be
+//! rewritten (the spec forbids adding position delete files to v3 tables; such files exist
+//! only in tables upgraded from v2).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -42,6 +52,7 @@ use iceberg::spec::{
 use parquet::arrow::ArrowWriter;
 use parquet::file::properties::WriterProperties;
 
+use crate::deletion_vector::{DeletionVector, read_deletion_vector};
 use crate::error::{Error, Result};
 use crate::predicate::Predicate;
 use crate::read::{field_id_of, project_batches, read_raw};
@@ -75,25 +86,29 @@ fn is_delete(f: &TrackedFile) -> bool {
 }
 
 fn is_deletion_vector(f: &TrackedFile) -> bool {
-    is_delete(f)
-        && (f.entry.data_file.file_format() == DataFileFormat::Puffin
-            || f.entry.data_file.content_offset().is_some())
+    crate::deletion_vector::is_deletion_vector(&f.entry.data_file)
 }
 
-/// Refuses delete files lethe can't apply: deletion vectors and delete files that aren't
-/// Parquet. Names the table and the first such file.
+/// A location as a lookup key: `file:` URIs in any spelling (`file:/x`, `file:///x`,
+/// `file://localhost/x`) become the path; other URIs stay as they are.
+fn path_key(p: &str) -> String {
+    match p.strip_prefix("file:") {
+        Some(rest) => {
+            let rest = rest.strip_prefix("//localhost").unwrap_or(rest);
+            format!("/{}", rest.trim_start_matches('/'))
+        }
+        None => p.to_string(),
+    }
+}
+
+/// Refuses delete files lethe can't apply: delete files that are neither Parquet nor deletion
+/// vectors (an equality delete in a Puffin file, ORC or Avro delete files). Names the table and
+/// the first such file.
 pub fn check_supported(table: &LoadedTable, files: &[TrackedFile]) -> Result<()> {
     for f in files.iter().filter(|f| is_delete(f)) {
         let df = &f.entry.data_file;
         if is_deletion_vector(f) {
-            return Err(Error::Unsupported {
-                table: table.name.to_string(),
-                feature: "deletion vectors".into(),
-                detail: format!(
-                    "delete file {} is a deletion vector (Puffin); lethe can't apply them yet",
-                    df.file_path()
-                ),
-            });
+            continue;
         }
         if df.file_format() != DataFileFormat::Parquet {
             return Err(Error::Unsupported {
@@ -109,42 +124,52 @@ pub fn check_supported(table: &LoadedTable, files: &[TrackedFile]) -> Result<()>
     Ok(())
 }
 
-/// What about a table lethe can't erase correctly yet, found before anything changes: format
-/// v3 features (deletion vectors, row lineage, default values), deletion vectors in any
-/// version, delete files that aren't Parquet. `None` when lethe can read and rewrite it.
+/// What about a table lethe can't erase correctly yet, found before anything changes: delete
+/// files it can't read (neither Parquet nor deletion vectors) and, in a format v3 table,
+/// Parquet position delete files that name more than one data file (a rewrite would have to
+/// write them again, and v3 allows no new position delete file). `None` when lethe can read
+/// and rewrite it.
 ///
-/// Only v3 tables have their manifests read (to count deletion vectors); v1 and v2 are judged
-/// from their metadata alone, and delete-file problems there surface when a rewrite plans.
+/// Deletion vectors, row lineage and default values are handled (see [`crate::deletion_vector`],
+/// [`crate::lineage`], [`crate::read`]); column types the iceberg crate can't represent
+/// (`variant`, `geometry`, `geography`, `unknown`) keep the table from loading at all:
+/// [`crate::table::Warehouse::load`] refuses such tables with [`Error::Unsupported`] (see
+/// [`crate::table::unrepresentable_columns`]).
 pub async fn unsupported_features(wh: &Warehouse, table: &LoadedTable) -> Result<Option<String>> {
-    if table.metadata.format_version() != FormatVersion::V3 {
-        return Ok(None);
-    }
     let mut found: Vec<String> = Vec::new();
     let files = wh.current_files(table).await?;
-    let dvs = files.iter().filter(|f| is_deletion_vector(f)).count();
-    if dvs > 0 {
-        found.push(format!("deletion vectors ({dvs} in Puffin files)"));
-    }
-    // Row lineage is part of every v3 table (`next-row-id`, `first-row-id`): a rewrite must
-    // carry row ids over, which lethe's commit path doesn't do yet.
-    found.push(format!(
-        "row lineage (next-row-id {})",
-        table.metadata.next_row_id()
-    ));
-    let defaults: Vec<String> = table
-        .metadata
-        .current_schema()
-        .as_struct()
-        .fields()
+    let mut other_formats: Vec<&str> = Vec::new();
+    let mut shared_position_files = 0usize;
+    for f in files
         .iter()
-        .filter(|f| f.initial_default.is_some() || f.write_default.is_some())
-        .map(|f| f.name.clone())
-        .collect();
-    if !defaults.is_empty() {
-        found.push(format!("default values on {}", defaults.join(", ")));
+        .filter(|f| is_delete(f) && !is_deletion_vector(f))
+    {
+        let df = &f.entry.data_file;
+        if df.file_format() != DataFileFormat::Parquet {
+            other_formats.push(df.file_path());
+        } else if table.metadata.format_version() == FormatVersion::V3
+            && df.content_type() == DataContentType::PositionDeletes
+            && df.referenced_data_file().is_none()
+        {
+            shared_position_files += 1;
+        }
+    }
+    if let Some(first) = other_formats.first() {
+        found.push(format!(
+            "{} delete files that are neither Parquet nor deletion vectors (first: {first})",
+            other_formats.len()
+        ));
+    }
+    if shared_position_files > 0 {
+        found.push(format!(
+            "{shared_position_files} Parquet position delete files naming several data files in a format v3 table (an erasure would have to rewrite them, and v3 allows only deletion vectors)"
+        ));
+    }
+    if found.is_empty() {
+        return Ok(None);
     }
     Ok(Some(format!(
-        "format v3 table with {}: lethe reads and writes v1 and v2 tables only",
+        "{}: lethe can't rewrite this table correctly",
         found.join("; ")
     )))
 }
@@ -159,6 +184,8 @@ pub struct DeleteIndex {
     by_partition: HashMap<(i32, Struct), Vec<usize>>,
     /// Delete files of an unpartitioned spec: they apply to every partition.
     global: Vec<usize>,
+    /// Deletion vectors by the data file they name ([`path_key`] of `referenced_data_file`).
+    vectors: HashMap<String, Vec<usize>>,
 }
 
 impl DeleteIndex {
@@ -188,6 +215,11 @@ impl DeleteIndex {
         for f in files.iter().filter(|f| is_delete(f)) {
             let i = index.deletes.len();
             index.deletes.push(f.clone());
+            if is_deletion_vector(f) {
+                let target = f.entry.data_file.referenced_data_file().unwrap_or_default();
+                index.vectors.entry(path_key(&target)).or_default().push(i);
+                continue;
+            }
             let spec_id = index.spec_id(f);
             let unpartitioned = metadata
                 .partition_spec_by_id(spec_id)
@@ -237,18 +269,53 @@ impl DeleteIndex {
         }
     }
 
-    /// Indices of the delete files that apply to data file `data`.
+    /// Indices of the deletion vectors that apply to data file `data`: it is the file they
+    /// name, it is not newer than they are, and it has their partition.
+    fn vectors_for<'s>(&'s self, data: &'s TrackedFile) -> impl Iterator<Item = usize> + 's {
+        let df = &data.entry.data_file;
+        let (spec, seq) = (self.spec_id(data), data_sequence_number(data));
+        self.vectors
+            .get(&path_key(df.file_path()))
+            .into_iter()
+            .flatten()
+            .copied()
+            .filter(move |i| {
+                let d = &self.deletes[*i];
+                seq <= data_sequence_number(d)
+                    && self.spec_id(d) == spec
+                    && d.entry.data_file.partition() == df.partition()
+            })
+    }
+
+    /// Indices of the delete files that apply to data file `data`. When a deletion vector
+    /// applies, position delete files don't (the vector holds their deletes of this file).
     pub fn for_data_file(&self, data: &TrackedFile, store: &dyn FileStore) -> Vec<usize> {
+        self.matching(data, store, true)
+    }
+
+    /// Delete files that apply to `data` by partition, sequence number and path;
+    /// `vector_wins` drops position delete files when a deletion vector applies.
+    fn matching(&self, data: &TrackedFile, store: &dyn FileStore, vector_wins: bool) -> Vec<usize> {
         if self.deletes.is_empty() {
             return Vec::new();
         }
+        let vectors: Vec<usize> = self.vectors_for(data).collect();
         let key = (self.spec_id(data), data.entry.data_file.partition().clone());
-        self.global
+        let mut out: Vec<usize> = self
+            .global
             .iter()
             .chain(self.by_partition.get(&key).into_iter().flatten())
             .copied()
             .filter(|i| Self::applies(&self.deletes[*i], data, store))
-            .collect()
+            .filter(|i| {
+                !(vector_wins
+                    && !vectors.is_empty()
+                    && self.deletes[*i].entry.data_file.content_type()
+                        == DataContentType::PositionDeletes)
+            })
+            .collect();
+        out.extend(vectors);
+        out
     }
 }
 
@@ -272,6 +339,11 @@ struct EqualityDeletes {
 pub struct DeleteCleanup {
     /// Delete files to remove (dropped, or replaced by a rewritten copy).
     pub removed: Vec<String>,
+    /// Deletion vectors to remove, by Puffin file and `content_offset` (the vectors of removed
+    /// data files).
+    pub removed_vectors: Vec<(String, i64)>,
+    /// Puffin files none of whose vectors stays live after the change.
+    pub puffin_files_emptied: Vec<String>,
     /// Of those, the ones replaced by a rewritten copy.
     pub rewritten: Vec<String>,
     /// Rewritten delete files to add, with the sequence number and spec they keep.
@@ -288,6 +360,7 @@ pub struct DeleteReader<'a> {
     target: SchemaRef,
     positions: HashMap<String, Arc<PositionDeletes>>,
     equalities: HashMap<String, Arc<EqualityDeletes>>,
+    vectors: HashMap<(String, i64), Arc<DeletionVector>>,
 }
 
 impl std::fmt::Debug for DeleteReader<'_> {
@@ -296,6 +369,7 @@ impl std::fmt::Debug for DeleteReader<'_> {
             .field("table", &self.table.name)
             .field("position_files", &self.positions.len())
             .field("equality_files", &self.equalities.len())
+            .field("deletion_vectors", &self.vectors.len())
             .finish()
     }
 }
@@ -319,7 +393,26 @@ impl<'a> DeleteReader<'a> {
             schema,
             positions: HashMap::new(),
             equalities: HashMap::new(),
+            vectors: HashMap::new(),
         })
+    }
+
+    /// The deletion vector a delete entry points at, read and validated once.
+    fn deletion_vector(&mut self, f: &TrackedFile) -> Result<Arc<DeletionVector>> {
+        let df = &f.entry.data_file;
+        let key = (
+            df.file_path().to_string(),
+            df.content_offset().unwrap_or(-1),
+        );
+        if let Some(v) = self.vectors.get(&key) {
+            return Ok(v.clone());
+        }
+        let v = Arc::new(read_deletion_vector(self.store, df).map_err(|e| match e {
+            Error::Invalid(m) => Error::Invalid(format!("{}: {m}", self.table.name)),
+            other => other,
+        })?);
+        self.vectors.insert(key, v.clone());
+        Ok(v)
     }
 
     fn position_deletes(&mut self, f: &TrackedFile) -> Result<Arc<PositionDeletes>> {
@@ -446,6 +539,33 @@ impl<'a> DeleteReader<'a> {
         Ok(out)
     }
 
+    /// The positions of data file `data_path` that the position delete files and deletion
+    /// vectors among `deletes` (from [`DeleteIndex::for_data_file`]) delete, ascending and
+    /// without repeats. Equality deletes are not applied here.
+    pub fn deleted_positions(
+        &mut self,
+        index: &DeleteIndex,
+        deletes: &[usize],
+        data_path: &str,
+    ) -> Result<Vec<u64>> {
+        let key = norm(self.store, data_path);
+        let mut positions: Vec<u64> = Vec::new();
+        for i in deletes {
+            let d = &index.deletes()[*i];
+            if d.entry.data_file.content_type() != DataContentType::PositionDeletes {
+                continue;
+            }
+            if is_deletion_vector(d) {
+                positions.extend(self.deletion_vector(d)?.iter());
+            } else if let Some(v) = self.position_deletes(d)?.by_path.get(&key) {
+                positions.extend_from_slice(v);
+            }
+        }
+        positions.sort_unstable();
+        positions.dedup();
+        Ok(positions)
+    }
+
     /// Which rows of a data file are live, given the delete files that apply to it (`deletes`,
     /// from [`DeleteIndex::for_data_file`]) and its batches in file order in the table's
     /// current schema (as [`crate::read::read_data_file`] returns them). `None` when nothing
@@ -460,32 +580,20 @@ impl<'a> DeleteReader<'a> {
         if deletes.is_empty() {
             return Ok(None);
         }
-        let key = norm(self.store, data_path);
-        let mut positions: Vec<u64> = Vec::new();
+        let positions = self.deleted_positions(index, deletes, data_path)?;
         let mut equalities: Vec<Arc<EqualityDeletes>> = Vec::new();
         for i in deletes {
             let d = &index.deletes()[*i];
-            match d.entry.data_file.content_type() {
-                DataContentType::PositionDeletes => {
-                    let p = self.position_deletes(d)?;
-                    if let Some(v) = p.by_path.get(&key) {
-                        positions.extend_from_slice(v);
-                    }
+            if d.entry.data_file.content_type() == DataContentType::EqualityDeletes {
+                let e = self.equality_deletes(d)?;
+                if !e.keys.is_empty() {
+                    equalities.push(e);
                 }
-                DataContentType::EqualityDeletes => {
-                    let e = self.equality_deletes(d)?;
-                    if !e.keys.is_empty() {
-                        equalities.push(e);
-                    }
-                }
-                DataContentType::Data => {}
             }
         }
         if positions.is_empty() && equalities.is_empty() {
             return Ok(None);
         }
-        positions.sort_unstable();
-        positions.dedup();
         let mut masks = Vec::with_capacity(batches.len());
         let mut offset = 0u64;
         let mut next = 0usize;
@@ -540,7 +648,9 @@ impl<'a> DeleteReader<'a> {
         for d in data_files.iter().filter(|f| f.is_data()) {
             let path = d.entry.data_file.file_path();
             let gone = removed_data.contains(path) || removed_norm.contains(&norm(store, path));
-            for i in index.for_data_file(d, store) {
+            // Every delete file that names the data file, also position delete files a
+            // deletion vector overrides: none may be left naming a removed file.
+            for i in index.matching(d, store, false) {
                 if gone {
                     touched.insert(i);
                 } else {
@@ -562,6 +672,14 @@ impl<'a> DeleteReader<'a> {
                 let df = &d.entry.data_file;
                 let path = df.file_path().to_string();
                 match df.content_type() {
+                    DataContentType::PositionDeletes if is_deletion_vector(d) => {
+                        // A vector names one data file: it goes with it.
+                        if touched.contains(&i) {
+                            out.removed_vectors
+                                .push((path.clone(), df.content_offset().unwrap_or(-1)));
+                            out.rows_dropped += df.record_count();
+                        }
+                    }
                     DataContentType::PositionDeletes => {
                         if !touched.contains(&i) {
                             continue;
@@ -582,6 +700,16 @@ impl<'a> DeleteReader<'a> {
                         if kept == 0 {
                             out.rows_dropped += df.record_count();
                             continue;
+                        }
+                        if self.table.metadata.format_version() == FormatVersion::V3 {
+                            return Err(Error::Unsupported {
+                                table: self.table.name.to_string(),
+                                feature: "rewriting a position delete file in a format v3 table"
+                                    .into(),
+                                detail: format!(
+                                    "position delete file {path} names removed and live data files; v3 allows no new position delete file, and lethe does not convert them to deletion vectors"
+                                ),
+                            });
                         }
                         out.rewritten.push(path.clone());
                         if !write {
@@ -675,6 +803,23 @@ impl<'a> DeleteReader<'a> {
             }
             return Err(e);
         }
+        let gone: HashSet<&(String, i64)> = out.removed_vectors.iter().collect();
+        let mut emptied: Vec<String> = Vec::new();
+        for (p, _) in &out.removed_vectors {
+            if emptied.contains(p) {
+                continue;
+            }
+            let still_live = index.deletes().iter().any(|d| {
+                let df = &d.entry.data_file;
+                is_deletion_vector(d)
+                    && df.file_path() == p
+                    && !gone.contains(&(p.clone(), df.content_offset().unwrap_or(-1)))
+            });
+            if !still_live {
+                emptied.push(p.clone());
+            }
+        }
+        out.puffin_files_emptied = emptied;
         Ok(out)
     }
 

@@ -2,14 +2,16 @@
 //!
 //! What it owns: catalogs ([`catalog`]: the Iceberg SQL catalog; the seam for REST and others),
 //! file stores ([`store`]), loading tables and their snapshots ([`table`]), reading rows in a
-//! table's current schema ([`read`]) with merge-on-read delete files applied ([`deletes`]),
-//! nested fields by path ([`nested`]), typed row predicates ([`predicate`]), lethe's data-file
+//! table's current schema ([`read`]) with merge-on-read delete files applied ([`deletes`],
+//! format v3 deletion vectors in [`deletion_vector`]) and row lineage ([`lineage`]), nested
+//! fields by path ([`nested`]), typed row predicates ([`predicate`]), lethe's data-file
 //! writer with Iceberg metrics modes ([`writer`], [`metrics`]), producing snapshots and the
 //! commit path ([`snapshot`], [`commit`]), and the table operations built on it ([`ops`]: row
 //! rewrites, snapshot expiry, manifest rewrites, the sweep of unreferenced files), plus
 //! looking inside tables ([`inspect`]) and time as a parameter ([`clock`]).
 //!
-//! What it must not know: subjects, requests, governance files, consent, lineage or the demo.
+//! What it must not know: subjects, requests, governance files, consent, column lineage
+//! (OpenLineage) or the demo. (Row lineage, [`lineage`], is part of the Iceberg format.)
 //! Everything here is about tables and files; the erasure job (crate `lethe`) decides which
 //! rows and which tables, and this crate changes them correctly.
 
@@ -17,8 +19,10 @@ pub mod catalog;
 pub mod clock;
 pub mod commit;
 pub mod deletes;
+pub mod deletion_vector;
 pub mod error;
 pub mod inspect;
+pub mod lineage;
 pub mod metrics;
 pub mod nested;
 pub mod ops;

@@ -5,13 +5,20 @@
 //! dropped one is ignored — inside structs, lists and maps too
 //! ([`crate::nested::project_array`]). Files without field ids (imported from Hive, say) fall
 //! back to matching by name. Types are cast to the current type (promotion: int to long, float
-//! to double, wider decimals).
+//! to double, wider decimals). A column added with an `initial-default` (format v3) reads as
+//! that value in files written before it was added, as the spec's default-value rules say (a
+//! struct default is read as null: nested defaults are not filled in).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
-use arrow::array::{ArrayRef, RecordBatch, new_null_array};
-use arrow::datatypes::{Field, SchemaRef as ArrowSchemaRef};
-use iceberg::spec::Schema;
+use arrow::array::{
+    ArrayRef, BinaryArray, BooleanArray, Decimal128Array, FixedSizeBinaryArray, Float32Array,
+    Float64Array, Int32Array, Int64Array, RecordBatch, StringArray, UInt32Array, new_null_array,
+};
+use arrow::compute;
+use arrow::datatypes::{DataType, Field, SchemaRef as ArrowSchemaRef};
+use iceberg::spec::{Literal, PrimitiveLiteral, Schema};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use crate::error::{Error, Result};
@@ -136,16 +143,28 @@ fn project(
                     })?
                 }
             }
-            None => {
-                if f.required && f.initial_default.is_none() && !relaxed {
-                    return Err(Error::invalid(format!(
-                        "{location}: required column `{}` (field id {}) is missing from the file",
-                        tf.name(),
-                        f.id
-                    )));
+            None => match &f.initial_default {
+                Some(d @ Literal::Primitive(_)) => {
+                    default_array(d, tf.data_type(), batch.num_rows()).map_err(|e| {
+                        Error::invalid(format!(
+                            "{location}: the initial-default of column `{}` (field id {}) can't be read as {}: {e}",
+                            tf.name(),
+                            f.id,
+                            f.field_type
+                        ))
+                    })?
                 }
-                new_null_array(tf.data_type(), batch.num_rows())
-            }
+                _ => {
+                    if f.required && f.initial_default.is_none() && !relaxed {
+                        return Err(Error::invalid(format!(
+                            "{location}: required column `{}` (field id {}) is missing from the file",
+                            tf.name(),
+                            f.id
+                        )));
+                    }
+                    new_null_array(tf.data_type(), batch.num_rows())
+                }
+            },
         };
         cols.push(col);
     }
@@ -162,4 +181,46 @@ fn project(
     let b = RecordBatch::try_new_with_options(loose, cols.clone(), &opts)?;
     // Back to the exact target schema when the data allows it.
     Ok(RecordBatch::try_new_with_options(target.clone(), cols, &opts).unwrap_or(b))
+}
+
+/// `n` copies of a default value (`initial-default` or `write-default`) as an Arrow array of
+/// `data_type`. Only primitive defaults are supported (the spec's struct default `{}` fills
+/// nested fields, which lethe reads as null).
+pub fn default_array(
+    default: &Literal,
+    data_type: &DataType,
+    n: usize,
+) -> std::result::Result<ArrayRef, String> {
+    let Literal::Primitive(p) = default else {
+        return Err("only primitive defaults are supported".into());
+    };
+    let one: ArrayRef = match (p, data_type) {
+        (PrimitiveLiteral::Boolean(v), _) => Arc::new(BooleanArray::from(vec![*v])),
+        (PrimitiveLiteral::Int(v), _) => Arc::new(Int32Array::from(vec![*v])),
+        (PrimitiveLiteral::Long(v), _) => Arc::new(Int64Array::from(vec![*v])),
+        (PrimitiveLiteral::Float(v), _) => Arc::new(Float32Array::from(vec![v.0])),
+        (PrimitiveLiteral::Double(v), _) => Arc::new(Float64Array::from(vec![v.0])),
+        (PrimitiveLiteral::String(v), _) => Arc::new(StringArray::from(vec![v.as_str()])),
+        (PrimitiveLiteral::Binary(v), DataType::FixedSizeBinary(w)) => Arc::new(
+            FixedSizeBinaryArray::try_from_iter(std::iter::once(v.as_slice()))
+                .map_err(|e| format!("fixed({w}): {e}"))?,
+        ),
+        (PrimitiveLiteral::Binary(v), _) => Arc::new(BinaryArray::from(vec![v.as_slice()])),
+        (PrimitiveLiteral::Int128(v), DataType::Decimal128(p, s)) => Arc::new(
+            Decimal128Array::from(vec![*v])
+                .with_precision_and_scale(*p, *s)
+                .map_err(|e| e.to_string())?,
+        ),
+        (PrimitiveLiteral::UInt128(v), DataType::FixedSizeBinary(16)) => Arc::new(
+            FixedSizeBinaryArray::try_from_iter(std::iter::once(v.to_be_bytes()))
+                .map_err(|e| e.to_string())?,
+        ),
+        (other, t) => return Err(format!("a {other:?} default for a {t} column")),
+    };
+    let one = if one.data_type() == data_type {
+        one
+    } else {
+        compute::cast(&one, data_type).map_err(|e| e.to_string())?
+    };
+    compute::take(&one, &UInt32Array::from(vec![0u32; n]), None).map_err(|e| e.to_string())
 }

@@ -15,14 +15,22 @@
 //! - the summary carries Java's standard counts (`added-data-files`, `deleted-records`,
 //!   `total-records`, ...) computed from the new live set, plus the caller's keys.
 //!
-//! Format v1 and v2 tables are written in their own manifest formats; v3 tables are refused
-//! before anything is written.
+//! - a deletion vector is removed by its Puffin file and offset ([`SnapshotChanges::removed_vectors`]):
+//!   the other vectors of the same Puffin file stay live.
+//!
+//! Each format version is written in its own manifest and manifest-list format. A format v3
+//! commit also keeps row lineage as the spec says: the snapshot's `first-row-id` is the
+//! table's `next-row-id`, every data manifest without a `first_row_id` (new ones, rewritten
+//! ones, and in a table upgraded from v2 the old ones) gets one in the manifest list, entries
+//! carried into a rewritten manifest keep the `first_row_id` they inherited, added data files
+//! inherit theirs, and the snapshot's `added-rows` advances the table's `next-row-id` (a
+//! retried commit assigns them again from the table it is planned on).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use iceberg::spec::{
     DataContentType, DataFile, FormatVersion, ManifestContentType, ManifestFile,
-    ManifestListWriter, ManifestStatus, ManifestWriterBuilder, Operation, Snapshot,
+    ManifestListWriter, ManifestStatus, ManifestWriter, ManifestWriterBuilder, Operation, Snapshot,
     SnapshotReference, SnapshotRetention, Summary,
 };
 use iceberg::{TableRequirement, TableUpdate};
@@ -41,8 +49,11 @@ pub struct SnapshotChanges {
     pub added_data: Vec<DataFile>,
     /// Delete files to add.
     pub added_deletes: Vec<DataFile>,
-    /// Locations of live files (data or delete) to remove.
+    /// Locations of live files (data or delete) to remove; a Puffin file's location removes
+    /// every vector in it.
     pub removed: HashSet<String>,
+    /// Deletion vectors to remove, by Puffin file location and `content_offset`.
+    pub removed_vectors: HashSet<(String, i64)>,
     /// Rewrite every manifest even when nothing in it changes (compacts DELETED entries away).
     pub rewrite_all_manifests: bool,
     /// Extra summary keys (`erasure-request`, `retention-rule`, ...).
@@ -71,6 +82,7 @@ impl SnapshotChanges {
             added_data: Vec::new(),
             added_deletes: Vec::new(),
             removed: HashSet::new(),
+            removed_vectors: HashSet::new(),
             rewrite_all_manifests: false,
             summary: BTreeMap::new(),
             kept_deletes: HashMap::new(),
@@ -78,16 +90,15 @@ impl SnapshotChanges {
     }
 }
 
-/// Refuses tables lethe can't write correctly.
-pub fn check_writable(table: &LoadedTable) -> Result<()> {
-    if table.metadata.format_version() == FormatVersion::V3 {
-        return Err(Error::Unsupported {
-            table: table.name.to_string(),
-            feature: "format version 3".into(),
-            detail: "lethe writes v1 and v2 tables; v3 (deletion vectors, row lineage, default values) is not supported yet".into(),
-        });
-    }
-    Ok(())
+/// Whether `changes` removes the live file `f` (by location, or as a deletion vector by
+/// location and offset).
+fn is_removed(changes: &SnapshotChanges, f: &DataFile) -> bool {
+    changes.removed.contains(f.file_path())
+        || f.content_offset().is_some_and(|o| {
+            changes
+                .removed_vectors
+                .contains(&(f.file_path().to_string(), o))
+        })
 }
 
 fn new_snapshot_id(table: &LoadedTable) -> i64 {
@@ -108,7 +119,6 @@ pub async fn produce(
     table: &LoadedTable,
     changes: SnapshotChanges,
 ) -> Result<ActionCommit> {
-    check_writable(table)?;
     let meta = &table.metadata;
     let version = meta.format_version();
     let snapshot_id = new_snapshot_id(table);
@@ -120,6 +130,7 @@ pub async fn produce(
     let mut written: Vec<String> = Vec::new();
     let mut manifests: Vec<ManifestFile> = Vec::new();
     let mut found_removed: HashSet<String> = HashSet::new();
+    let mut found_vectors: HashSet<(String, i64)> = HashSet::new();
     let mut removed_files: Vec<DataFile> = Vec::new();
     let mut live_after: Vec<DataFile> = Vec::new();
     let mut counter = 0usize;
@@ -129,9 +140,7 @@ pub async fn produce(
             for mf in wh.manifest_list(table, parent)?.entries() {
                 let entries = wh.manifest_entries(mf).await?;
                 let touches = entries.iter().any(|e| {
-                    e.status == ManifestStatus::Deleted
-                        || (e.status != ManifestStatus::Deleted
-                            && changes.removed.contains(e.data_file.file_path()))
+                    e.status == ManifestStatus::Deleted || is_removed(&changes, &e.data_file)
                 });
                 if !touches && !changes.rewrite_all_manifests {
                     live_after.extend(
@@ -169,11 +178,7 @@ pub async fn produce(
                     schema.clone(),
                     spec.as_ref().clone(),
                 );
-                let mut writer = match (version, mf.content) {
-                    (FormatVersion::V1, _) => builder.build_v1(),
-                    (_, ManifestContentType::Data) => builder.build_v2_data(),
-                    (_, ManifestContentType::Deletes) => builder.build_v2_deletes(),
-                };
+                let mut writer = manifest_writer(builder, version, mf.content);
                 written.push(path);
                 for e in entries {
                     if e.status == ManifestStatus::Deleted {
@@ -181,8 +186,11 @@ pub async fn produce(
                     }
                     let seq = e.sequence_number.unwrap_or(0);
                     let file_seq = e.file_sequence_number.or(Some(seq));
-                    if changes.removed.contains(e.data_file.file_path()) {
+                    if is_removed(&changes, &e.data_file) {
                         found_removed.insert(e.data_file.file_path().to_string());
+                        if let Some(o) = e.data_file.content_offset() {
+                            found_vectors.insert((e.data_file.file_path().to_string(), o));
+                        }
                         removed_files.push(e.data_file.clone());
                         writer.add_delete_file(e.data_file, seq, file_seq)?;
                     } else {
@@ -194,10 +202,18 @@ pub async fn produce(
                 manifests.push(writer.write_manifest_file().await?);
             }
         }
-        let missing: Vec<&String> = changes
+        let missing: Vec<String> = changes
             .removed
             .iter()
             .filter(|p| !found_removed.contains(*p))
+            .cloned()
+            .chain(
+                changes
+                    .removed_vectors
+                    .iter()
+                    .filter(|v| !found_vectors.contains(*v))
+                    .map(|(p, o)| format!("{p} (deletion vector at offset {o})")),
+            )
             .collect();
         if !missing.is_empty() {
             return Err(Error::Internal(format!(
@@ -256,11 +272,7 @@ pub async fn produce(
                     schema.clone(),
                     spec.as_ref().clone(),
                 );
-                let mut writer = match (version, content) {
-                    (FormatVersion::V1, _) => builder.build_v1(),
-                    (_, ManifestContentType::Data) => builder.build_v2_data(),
-                    (_, ManifestContentType::Deletes) => builder.build_v2_deletes(),
-                };
+                let mut writer = manifest_writer(builder, version, content);
                 written.push(path);
                 for f in files {
                     live_after.push(f.clone());
@@ -291,30 +303,35 @@ pub async fn produce(
         uuid::Uuid::new_v4()
     );
     written.push(list_path.clone());
-    let list_result: Result<()> = async {
+    // Row lineage: the snapshot's first row id is the table's next row id on this attempt.
+    let first_row_id = (version == FormatVersion::V3).then(|| meta.next_row_id());
+    let list_result: Result<Option<u64>> = async {
         let out = file_io.new_output(&list_path)?.writer().await?;
+        let parent_id = parent.as_ref().map(|p| p.snapshot_id());
         let mut list = match version {
-            FormatVersion::V1 => {
-                ManifestListWriter::v1(out, snapshot_id, parent.as_ref().map(|p| p.snapshot_id()))
+            FormatVersion::V1 => ManifestListWriter::v1(out, snapshot_id, parent_id),
+            FormatVersion::V2 => {
+                ManifestListWriter::v2(out, snapshot_id, parent_id, sequence_number)
             }
-            _ => ManifestListWriter::v2(
-                out,
-                snapshot_id,
-                parent.as_ref().map(|p| p.snapshot_id()),
-                sequence_number,
-            ),
+            FormatVersion::V3 => {
+                ManifestListWriter::v3(out, snapshot_id, parent_id, sequence_number, first_row_id)
+            }
         };
         list.add_manifests(manifests.into_iter())?;
+        let next_row_id = list.next_row_id();
         list.close().await?;
-        Ok(())
+        Ok(next_row_id)
     }
     .await;
-    if let Err(e) = list_result {
-        for w in &written {
-            let _ = wh.store.delete(w);
+    let row_range = match list_result {
+        Ok(next) => first_row_id.zip(next).map(|(f, n)| (f, n - f)),
+        Err(e) => {
+            for w in &written {
+                let _ = wh.store.delete(w);
+            }
+            return Err(e);
         }
-        return Err(e);
-    }
+    };
 
     let summary = summarize(&changes, &removed_files, &live_after);
     let now = chrono::Utc::now().timestamp_millis();
@@ -322,7 +339,7 @@ pub async fn produce(
         .as_ref()
         .map_or(now, |p| now.max(p.timestamp_ms() + 1))
         .max(meta.last_updated_ms());
-    let snapshot = Snapshot::builder()
+    let builder = Snapshot::builder()
         .with_snapshot_id(snapshot_id)
         .with_parent_snapshot_id(parent.as_ref().map(|p| p.snapshot_id()))
         .with_sequence_number(if version == FormatVersion::V1 {
@@ -336,8 +353,11 @@ pub async fn produce(
             operation: changes.operation.clone(),
             additional_properties: summary,
         })
-        .with_schema_id(meta.current_schema_id())
-        .build();
+        .with_schema_id(meta.current_schema_id());
+    let snapshot = match row_range {
+        Some((first, added)) => builder.with_row_range(first, added).build(),
+        None => builder.build(),
+    };
     Ok(ActionCommit {
         updates: vec![
             TableUpdate::AddSnapshot { snapshot },
@@ -387,6 +407,21 @@ pub async fn produce_written(
             }
             Err(e)
         }
+    }
+}
+
+/// A manifest writer for the table's format version and the manifest's content.
+fn manifest_writer(
+    builder: ManifestWriterBuilder,
+    version: FormatVersion,
+    content: ManifestContentType,
+) -> ManifestWriter {
+    match (version, content) {
+        (FormatVersion::V1, _) => builder.build_v1(),
+        (FormatVersion::V2, ManifestContentType::Data) => builder.build_v2_data(),
+        (FormatVersion::V2, ManifestContentType::Deletes) => builder.build_v2_deletes(),
+        (FormatVersion::V3, ManifestContentType::Data) => builder.build_v3_data(),
+        (FormatVersion::V3, ManifestContentType::Deletes) => builder.build_v3_deletes(),
     }
 }
 
@@ -446,6 +481,14 @@ fn summarize(
         + count(removed, DataContentType::EqualityDeletes);
     put("added-delete-files", added_deletes, false);
     put("removed-delete-files", removed_deletes, false);
+    let vectors = |files: &[DataFile]| {
+        files
+            .iter()
+            .filter(|f| crate::deletion_vector::is_deletion_vector(f))
+            .count() as u64
+    };
+    put("added-dvs", vectors(&added), false);
+    put("removed-dvs", vectors(removed), false);
     put(
         "added-position-deletes",
         records(&added, DataContentType::PositionDeletes),

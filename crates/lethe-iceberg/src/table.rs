@@ -11,8 +11,9 @@ use std::sync::Arc;
 
 use iceberg::TableCreation;
 use iceberg::spec::{
-    DataContentType, FormatVersion, ManifestEntry, ManifestFile, ManifestList, ManifestStatus,
-    Schema, Snapshot, SortOrder, TableMetadata, TableMetadataBuilder, UnboundPartitionSpec,
+    DataContentType, DataFile, DataFileBuilder, FormatVersion, ManifestContentType, ManifestEntry,
+    ManifestFile, ManifestList, ManifestStatus, Schema, Snapshot, SortOrder, TableMetadata,
+    TableMetadataBuilder, UnboundPartitionSpec,
 };
 
 use crate::catalog::{Catalog, TableName};
@@ -111,17 +112,76 @@ impl Warehouse {
     }
 
     /// Reads the metadata file at `location` for table `name`.
+    ///
+    /// A table with columns of a type the iceberg crate can't represent (`variant`,
+    /// `geometry`, `geography`, `unknown`) is [`Error::Unsupported`], naming those columns
+    /// (see [`unrepresentable_columns`]); other unparseable metadata is [`Error::Invalid`].
     pub fn load_at(&self, name: &TableName, location: &str) -> Result<LoadedTable> {
         let bytes = self.store.read(location)?;
-        let metadata = parse_metadata(location, &bytes).map_err(|e| match e {
-            Error::Invalid(m) => Error::Invalid(format!("{name}: {m}")),
-            other => other,
+        let metadata = parse_metadata(location, &bytes).map_err(|e| {
+            let columns = unrepresentable_columns(&bytes);
+            if !columns.is_empty() {
+                return Error::Unsupported {
+                    table: name.to_string(),
+                    feature: "column types the iceberg crate 0.10 can't represent".into(),
+                    detail: format!(
+                        "{} (in {location}); lethe can neither read nor rewrite the table",
+                        columns
+                            .iter()
+                            .map(|(c, t)| format!("column `{c}` is `{t}`"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                };
+            }
+            match e {
+                Error::Invalid(m) => Error::Invalid(format!("{name}: {m}")),
+                other => other,
+            }
         })?;
         Ok(LoadedTable {
             name: name.clone(),
             metadata_location: location.to_string(),
             metadata: Arc::new(metadata),
         })
+    }
+
+    /// The top-level columns (name, type as written) of a table's current schema, read from
+    /// its metadata JSON without the iceberg crate: for tables [`Warehouse::load`] can't
+    /// represent.
+    pub async fn raw_columns(&self, name: &TableName) -> Result<Vec<(String, String)>> {
+        let location = self
+            .catalog
+            .current_location(name)
+            .await?
+            .ok_or_else(|| Error::NoSuchTable(name.to_string()))?;
+        let json = metadata_json(&location, &self.store.read(&location)?)?;
+        let current = json.get("current-schema-id").and_then(|v| v.as_i64());
+        let schema = json
+            .get("schemas")
+            .and_then(|s| s.as_array())
+            .and_then(|s| {
+                s.iter()
+                    .find(|x| x.get("schema-id").and_then(|v| v.as_i64()) == current)
+            })
+            .or_else(|| json.get("schema"));
+        Ok(schema
+            .and_then(|s| s.get("fields"))
+            .and_then(|f| f.as_array())
+            .map(|fields| {
+                fields
+                    .iter()
+                    .filter_map(|f| {
+                        let name = f.get("name")?.as_str()?.to_string();
+                        let t = f.get("type")?;
+                        Some((
+                            name,
+                            t.as_str().map_or_else(|| t.to_string(), str::to_string),
+                        ))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default())
     }
 
     /// Loads a table by its dotted name.
@@ -182,14 +242,31 @@ impl Warehouse {
         )?)
     }
 
-    /// Every entry of a manifest, with sequence numbers inherited from the manifest list.
+    /// Every entry of a manifest, with sequence numbers inherited from the manifest list and,
+    /// in a data manifest with a `first_row_id` (format v3), each live data file's
+    /// `first_row_id` inherited as the spec says: a null one becomes the manifest's plus the
+    /// record counts of the live files before it that had a null one too.
     pub async fn manifest_entries(&self, manifest: &ManifestFile) -> Result<Vec<ManifestEntry>> {
         let m = manifest.load_manifest(self.store.file_io()).await?;
         let (entries, _) = m.into_parts();
-        Ok(entries
+        let mut entries: Vec<ManifestEntry> = entries
             .into_iter()
             .map(|e| Arc::try_unwrap(e).unwrap_or_else(|a| (*a).clone()))
-            .collect())
+            .collect();
+        if manifest.content == ManifestContentType::Data
+            && let Some(first) = manifest.first_row_id
+        {
+            let mut next = first as i64;
+            for e in entries.iter_mut() {
+                if e.status == ManifestStatus::Deleted || e.data_file.first_row_id().is_some() {
+                    continue;
+                }
+                let count = e.data_file.record_count() as i64;
+                e.data_file = with_first_row_id(&e.data_file, Some(next));
+                next += count;
+            }
+        }
+        Ok(entries)
     }
 
     /// The live files (data and delete) of a snapshot.
@@ -233,18 +310,111 @@ impl Warehouse {
     }
 }
 
-/// Parses a table metadata file's bytes (plain JSON, or gzip as `*.gz.metadata.json`).
-pub fn parse_metadata(location: &str, bytes: &[u8]) -> Result<TableMetadata> {
-    let parsed = if bytes.len() > 2 && bytes[0] == 0x1F && bytes[1] == 0x8B {
+/// A copy of `df` with `first_row_id` set (the iceberg crate has no setter for it). The
+/// in-memory `partition_spec_id` (not stored in manifests) is not copied: lethe takes a file's
+/// spec from its manifest.
+pub fn with_first_row_id(df: &DataFile, first_row_id: Option<i64>) -> DataFile {
+    let mut b = DataFileBuilder::default();
+    b.content(df.content_type())
+        .file_path(df.file_path().to_string())
+        .file_format(df.file_format())
+        .partition(df.partition().clone())
+        .record_count(df.record_count())
+        .file_size_in_bytes(df.file_size_in_bytes())
+        .column_sizes(df.column_sizes().clone())
+        .value_counts(df.value_counts().clone())
+        .null_value_counts(df.null_value_counts().clone())
+        .nan_value_counts(df.nan_value_counts().clone())
+        .lower_bounds(df.lower_bounds().clone())
+        .upper_bounds(df.upper_bounds().clone())
+        .key_metadata(df.key_metadata().map(<[u8]>::to_vec))
+        .split_offsets(df.split_offsets().map(<[i64]>::to_vec))
+        .equality_ids(df.equality_ids())
+        .first_row_id(first_row_id)
+        .referenced_data_file(df.referenced_data_file())
+        .content_offset(df.content_offset())
+        .content_size_in_bytes(df.content_size_in_bytes());
+    if let Some(o) = df.sort_order_id() {
+        b.sort_order_id(o);
+    }
+    b.build()
+        .expect("every required field of a DataFile is copied from one")
+}
+
+/// A metadata file's bytes, gunzipped when they are gzip.
+fn metadata_bytes<'b>(location: &str, bytes: &'b [u8]) -> Result<std::borrow::Cow<'b, [u8]>> {
+    if bytes.len() > 2 && bytes[0] == 0x1F && bytes[1] == 0x8B {
         use std::io::Read;
         let mut out = Vec::new();
         flate2::read::GzDecoder::new(bytes)
             .read_to_end(&mut out)
             .map_err(|e| Error::io(location, e))?;
-        serde_json::from_slice(&out)
+        Ok(std::borrow::Cow::Owned(out))
     } else {
-        serde_json::from_slice(bytes)
+        Ok(std::borrow::Cow::Borrowed(bytes))
+    }
+}
+
+fn metadata_json(location: &str, bytes: &[u8]) -> Result<serde_json::Value> {
+    serde_json::from_slice(&metadata_bytes(location, bytes)?)
+        .map_err(|e| Error::invalid(format!("metadata file {location} is not valid JSON: {e}")))
+}
+
+/// Columns (dotted paths, any schema of the metadata) whose type the iceberg crate can't
+/// represent: `variant`, `geometry`, `geography` (with any parameters) and `unknown`, with
+/// their types as written. Empty when there are none or the bytes aren't metadata JSON.
+pub fn unrepresentable_columns(bytes: &[u8]) -> Vec<(String, String)> {
+    fn walk(t: &serde_json::Value, path: &str, out: &mut Vec<(String, String)>) {
+        match t {
+            serde_json::Value::String(s) => {
+                let base = s.split('(').next().unwrap_or(s).trim();
+                if ["variant", "geometry", "geography", "unknown"].contains(&base)
+                    && !out.iter().any(|(p, _)| p == path)
+                {
+                    out.push((path.to_string(), s.clone()));
+                }
+            }
+            serde_json::Value::Object(o) => {
+                if let Some(fields) = o.get("fields").and_then(|f| f.as_array()) {
+                    for f in fields {
+                        let name = f.get("name").and_then(|n| n.as_str()).unwrap_or("?");
+                        let p = if path.is_empty() {
+                            name.to_string()
+                        } else {
+                            format!("{path}.{name}")
+                        };
+                        if let Some(t) = f.get("type") {
+                            walk(t, &p, out);
+                        }
+                    }
+                }
+                for (k, sub) in [("element", "element"), ("key", "key"), ("value", "value")] {
+                    if let Some(t) = o.get(k) {
+                        walk(t, &format!("{path}.{sub}"), out);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let Ok(json) = metadata_json("", bytes) else {
+        return Vec::new();
     };
+    let mut out = Vec::new();
+    let schemas = json
+        .get("schemas")
+        .and_then(|s| s.as_array())
+        .cloned()
+        .unwrap_or_default();
+    for s in schemas.iter().chain(json.get("schema")) {
+        walk(s, "", &mut out);
+    }
+    out
+}
+
+/// Parses a table metadata file's bytes (plain JSON, or gzip as `*.gz.metadata.json`).
+pub fn parse_metadata(location: &str, bytes: &[u8]) -> Result<TableMetadata> {
+    let parsed = serde_json::from_slice(&metadata_bytes(location, bytes)?);
     parsed.map_err(|e| {
         Error::invalid(format!(
             "metadata file {location} is not valid Iceberg metadata: {e}"

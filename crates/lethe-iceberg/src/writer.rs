@@ -179,6 +179,15 @@ impl<'a> TableWriter<'a> {
         &self.arrow_schema
     }
 
+    /// Writes row lineage too (format v3 rewrites): batches then carry `_row_id` and
+    /// `_last_updated_sequence_number` after the table's columns (as
+    /// [`crate::lineage::read_with_lineage`] reads them), and both are stored in the files
+    /// under their reserved field ids. Metrics cover the table's columns only.
+    pub fn with_row_lineage(mut self) -> Self {
+        self.arrow_schema = crate::lineage::with_lineage_fields(&self.arrow_schema);
+        self
+    }
+
     /// Writes a batch; it must have the table's Arrow schema (see [`align_batch`]).
     pub fn write(&mut self, batch: &RecordBatch) -> Result<()> {
         if batch.num_rows() == 0 {
@@ -446,8 +455,9 @@ fn cleanup(store: &dyn FileStore, locations: &[String]) {
 }
 
 /// Casts/reorders a batch to the table's Arrow schema by column name (exact, then
-/// case-insensitive). Missing optional columns become null; a missing required column is an
-/// error naming it.
+/// case-insensitive). A missing column gets its `write-default` (format v3) when it has one,
+/// else null when it is optional; a missing required column without one is an error naming
+/// it.
 pub fn align_batch(
     batch: &RecordBatch,
     schema: &Schema,
@@ -477,15 +487,28 @@ pub fn align_batch(
                     })?
                 }
             }
-            None if !field.required => {
-                arrow::array::new_null_array(tf.data_type(), batch.num_rows())
-            }
-            None => {
-                return Err(Error::invalid(format!(
-                    "required column `{}` is missing from the rows to write",
-                    tf.name()
-                )));
-            }
+            None => match &field.write_default {
+                Some(default) => {
+                    crate::read::default_array(default, tf.data_type(), batch.num_rows()).map_err(
+                        |e| {
+                            Error::invalid(format!(
+                                "column `{}`: its write-default can't be written as {}: {e}",
+                                tf.name(),
+                                field.field_type
+                            ))
+                        },
+                    )?
+                }
+                None if !field.required => {
+                    arrow::array::new_null_array(tf.data_type(), batch.num_rows())
+                }
+                None => {
+                    return Err(Error::invalid(format!(
+                        "required column `{}` is missing from the rows to write",
+                        tf.name()
+                    )));
+                }
+            },
         };
         if field.required && col.null_count() > 0 {
             return Err(Error::invalid(format!(

@@ -18,7 +18,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use datafusion::catalog::MemorySchemaProvider;
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::catalog::{MemorySchemaProvider, TableProvider};
+use datafusion::datasource::MemTable;
 use datafusion::prelude::SessionContext;
 use iceberg::spec::FormatVersion;
 use iceberg_datafusion::IcebergStaticTableProvider;
@@ -164,6 +166,40 @@ pub struct PipelineRun {
     pub lineage_file: PathBuf,
 }
 
+/// The DataFusion provider lethe reads `table` through (pipelines and the enforced query
+/// path): the iceberg crate's scan, or — for a format v3 table with deletion vectors, which
+/// the iceberg crate 0.10 does not apply — the table's live rows as lethe reads them (delete
+/// files and deletion vectors applied), held in memory.
+pub async fn table_provider(
+    ws: &Workspace,
+    table: &lethe_iceberg::table::LoadedTable,
+) -> Result<Arc<dyn TableProvider>> {
+    let provider =
+        IcebergStaticTableProvider::try_new_from_table(ws.warehouse.iceberg_table(table)?).await?;
+    let with_vectors = table.metadata.format_version() == FormatVersion::V3
+        && ws
+            .warehouse
+            .current_files(table)
+            .await?
+            .iter()
+            .any(|f| lethe_iceberg::deletion_vector::is_deletion_vector(&f.entry.data_file));
+    if !with_vectors {
+        return Ok(Arc::new(provider));
+    }
+    let schema = provider.schema();
+    let rows = lethe_iceberg::ops::rewrite::select_rows(
+        &ws.warehouse,
+        table,
+        &lethe_iceberg::predicate::Predicate::True,
+    )
+    .await?;
+    let batches = rows
+        .into_iter()
+        .map(|b| RecordBatch::try_new(schema.clone(), b.columns().to_vec()))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    Ok(Arc::new(MemTable::try_new(schema, vec![batches])?))
+}
+
 /// A DataFusion session with every catalog table registered as `namespace.table`.
 pub async fn session(ws: &Workspace) -> Result<SessionContext> {
     let ctx = SessionContext::new();
@@ -173,9 +209,7 @@ pub async fn session(ws: &Workspace) -> Result<SessionContext> {
     let mut schemas: HashMap<String, Arc<MemorySchemaProvider>> = HashMap::new();
     for name in ws.warehouse.tables().await? {
         let table = ws.warehouse.load(&name).await?;
-        let provider =
-            IcebergStaticTableProvider::try_new_from_table(ws.warehouse.iceberg_table(&table)?)
-                .await?;
+        let provider = table_provider(ws, &table).await?;
         let ns = name.namespace_str();
         let schema = schemas.entry(ns.clone()).or_insert_with(|| {
             let s = Arc::new(MemorySchemaProvider::new());
@@ -183,7 +217,7 @@ pub async fn session(ws: &Workspace) -> Result<SessionContext> {
             s
         });
         use datafusion::catalog::SchemaProvider;
-        schema.register_table(name.name.clone(), Arc::new(provider))?;
+        schema.register_table(name.name.clone(), provider)?;
     }
     Ok(ctx)
 }

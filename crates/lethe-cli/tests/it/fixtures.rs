@@ -1,7 +1,7 @@
 //! Warehouses as other engines leave them (issue 8): merge-on-read tables with position and
-//! equality deletes, partitioned tables, format v1 and v3 tables, evolved schemas. Built with
-//! lethe's own code ([`lethe_demo::fixtures`], and by hand here for format v3 with deletion
-//! vectors, which lethe never writes); each is read by PyIceberg 0.12 in the tests before lethe
+//! equality deletes, partitioned tables, format v1 and v3 tables (deletion vectors, row
+//! lineage, default values), evolved schemas. Built with lethe's own code
+//! ([`lethe_demo::fixtures`]); each is read by PyIceberg 0.12 in the tests before lethe
 //! changes it.
 
 #![allow(dead_code)]
@@ -14,18 +14,13 @@ use arrow::array::{
     ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
 };
 use arrow::datatypes::{DataType, Field, Schema as ArrowSchema, TimeUnit};
-use async_trait::async_trait;
 use chrono::{NaiveDate, NaiveDateTime};
 use iceberg::spec::{
-    DataContentType, DataFileBuilder, DataFileFormat, FormatVersion, ManifestListWriter,
-    ManifestWriterBuilder, NestedField, Operation, PrimitiveType, Schema, Snapshot,
-    SnapshotReference, SnapshotRetention, Summary, Transform, Type, UnboundPartitionSpec,
+    FormatVersion, NestedField, PrimitiveType, Schema, Transform, Type, UnboundPartitionSpec,
 };
-use iceberg::{TableRequirement, TableUpdate};
 use lethe::workspace::Workspace;
 use lethe_demo::fixtures::{GovernanceFiles, init_workspace};
 use lethe_iceberg::catalog::TableName;
-use lethe_iceberg::commit::{ActionCommit, TableAction, commit};
 use lethe_iceberg::ops::rewrite::append;
 use lethe_iceberg::table::{LoadedTable, Warehouse};
 use lethe_iceberg::writer::WriteOptions;
@@ -149,6 +144,12 @@ impl Foreign {
     /// PyIceberg's own scans of several `TABLE` or `TABLE|FILTER` specs, in one process.
     pub fn py_scans(&self, specs: &[&str]) -> serde_json::Value {
         pyiceberg(&self.dir, "read_scan.py", specs, None)
+    }
+
+    /// PyIceberg's scan of a format v3 table with its deletion vectors described
+    /// (tests/interop/read_v3.py); `spec` is `TABLE` or `TABLE|FILTER`.
+    pub fn py_v3(&self, spec: &str) -> serde_json::Value {
+        pyiceberg(&self.dir, "read_v3.py", &[spec], None)[spec].clone()
     }
 
     /// The spec's merge-on-read semantics over PyIceberg's metadata (tests/interop/read_mor.py).
@@ -403,217 +404,4 @@ pub fn accounts(ids: impl IntoIterator<Item = i64>) -> RecordBatch {
         ],
     )
     .unwrap()
-}
-
-/// A deletion vector blob (`deletion-vector-v1`): big-endian length, magic, a portable 64-bit
-/// Roaring bitmap of `positions` (< 65536, one array container), big-endian CRC-32.
-pub fn deletion_vector_blob(positions: &[u16]) -> Vec<u8> {
-    let mut p = positions.to_vec();
-    p.sort_unstable();
-    p.dedup();
-    let mut bitmap = Vec::new();
-    bitmap.extend_from_slice(&1u64.to_le_bytes()); // one 32-bit bitmap
-    bitmap.extend_from_slice(&0u32.to_le_bytes()); // its key (high 32 bits)
-    bitmap.extend_from_slice(&12346u32.to_le_bytes()); // SERIAL_COOKIE_NO_RUNCONTAINER
-    bitmap.extend_from_slice(&1u32.to_le_bytes()); // one container
-    bitmap.extend_from_slice(&0u16.to_le_bytes()); // container key
-    bitmap.extend_from_slice(&((p.len() - 1) as u16).to_le_bytes()); // cardinality - 1
-    bitmap.extend_from_slice(&16u32.to_le_bytes()); // offset of the container
-    for v in &p {
-        bitmap.extend_from_slice(&v.to_le_bytes());
-    }
-    let mut body = vec![0xD1, 0xD3, 0x39, 0x64];
-    body.extend_from_slice(&bitmap);
-    let mut crc = flate2::Crc::new();
-    crc.update(&body);
-    let mut out = Vec::new();
-    out.extend_from_slice(&(body.len() as u32).to_be_bytes());
-    out.extend_from_slice(&body);
-    out.extend_from_slice(&crc.sum().to_be_bytes());
-    out
-}
-
-/// Commits one format v3 snapshot by hand (lethe's commit path refuses v3): appends `batch`
-/// as a data file, or, with `dv_positions`, adds a deletion vector (a Puffin file) deleting
-/// those positions of the table's first data file.
-struct V3Snapshot {
-    batch: Option<RecordBatch>,
-    dv_positions: Vec<u16>,
-}
-
-#[async_trait]
-impl TableAction for V3Snapshot {
-    async fn plan(
-        &mut self,
-        wh: &Warehouse,
-        table: &LoadedTable,
-    ) -> lethe_iceberg::Result<Option<ActionCommit>> {
-        let meta = &table.metadata;
-        let file_io = wh.store.file_io();
-        let location = table.location().to_string();
-        let snapshot_id = rand::random::<i64>().abs().max(1);
-        let parent = table.current_snapshot().cloned();
-        let seq = meta.next_sequence_number();
-        let first_row = meta.next_row_id();
-        let schema = meta.current_schema().clone();
-        let spec = meta.default_partition_spec().as_ref().clone();
-        let mut written = Vec::new();
-        let mut manifests = Vec::new();
-        if let Some(p) = &parent {
-            manifests.extend(wh.manifest_list(table, p)?.entries().iter().cloned());
-        }
-        let mut added_rows = 0u64;
-        let path = format!("{location}/metadata/{}-m0.avro", uuid::Uuid::new_v4());
-        written.push(path.clone());
-        let builder = ManifestWriterBuilder::new(
-            file_io.new_output(&path)?,
-            Some(snapshot_id),
-            schema.clone(),
-            spec,
-        );
-        let operation;
-        if let Some(b) = &self.batch {
-            operation = Operation::Append;
-            let target = lethe_iceberg::writer::arrow_schema(&schema)?;
-            let aligned = lethe_iceberg::writer::align_batch(b, &schema, &target)?;
-            let files = lethe_iceberg::writer::write_batches(
-                wh.store.as_ref(),
-                meta,
-                &[aligned],
-                WriteOptions::default(),
-            )?;
-            let mut w = builder.build_v3_data();
-            for f in files {
-                added_rows += f.record_count();
-                written.push(f.file_path().to_string());
-                w.add_file(f, -1)?;
-            }
-            manifests.push(w.write_manifest_file().await?);
-        } else {
-            operation = Operation::Delete;
-            let data_file = wh
-                .current_files(table)
-                .await?
-                .into_iter()
-                .find(|f| f.is_data())
-                .expect("a data file");
-            let data_path = data_file.entry.data_file.file_path().to_string();
-            let blob = deletion_vector_blob(&self.dv_positions);
-            let puffin = format!("{location}/data/{}-dv.puffin", uuid::Uuid::new_v4());
-            written.push(puffin.clone());
-            let mut pw = iceberg::puffin::PuffinWriter::new(
-                &file_io.new_output(&puffin)?,
-                HashMap::new(),
-                false,
-            )
-            .await?;
-            pw.add(
-                iceberg::puffin::Blob::builder()
-                    .r#type(iceberg::puffin::DELETION_VECTOR_V1.to_string())
-                    .fields(vec![])
-                    .snapshot_id(-1)
-                    .sequence_number(-1)
-                    .data(blob.clone())
-                    .properties(HashMap::from([
-                        ("referenced-data-file".to_string(), data_path.clone()),
-                        (
-                            "cardinality".to_string(),
-                            self.dv_positions.len().to_string(),
-                        ),
-                    ]))
-                    .build(),
-                iceberg::puffin::CompressionCodec::None,
-            )
-            .await?;
-            pw.close().await?;
-            let size = wh.store.read(&puffin)?.len() as u64;
-            let mut b = DataFileBuilder::default();
-            b.content(DataContentType::PositionDeletes)
-                .file_path(puffin)
-                .file_format(DataFileFormat::Puffin)
-                .record_count(self.dv_positions.len() as u64)
-                .file_size_in_bytes(size)
-                .referenced_data_file(Some(data_path))
-                .content_offset(Some(4))
-                .content_size_in_bytes(Some(blob.len() as i64));
-            let mut w = builder.build_v3_deletes();
-            w.add_file(b.build().expect("dv metadata"), -1)?;
-            manifests.push(w.write_manifest_file().await?);
-        }
-        let list = format!(
-            "{location}/metadata/snap-{snapshot_id}-1-{}.avro",
-            uuid::Uuid::new_v4()
-        );
-        written.push(list.clone());
-        let mut lw = ManifestListWriter::v3(
-            file_io.new_output(&list)?.writer().await?,
-            snapshot_id,
-            parent.as_ref().map(|p| p.snapshot_id()),
-            seq,
-            Some(first_row),
-        );
-        lw.add_manifests(manifests.into_iter())?;
-        lw.close().await?;
-        let snapshot = Snapshot::builder()
-            .with_snapshot_id(snapshot_id)
-            .with_parent_snapshot_id(parent.as_ref().map(|p| p.snapshot_id()))
-            .with_sequence_number(seq)
-            .with_timestamp_ms(
-                chrono::Utc::now()
-                    .timestamp_millis()
-                    .max(meta.last_updated_ms() + 1),
-            )
-            .with_manifest_list(list)
-            .with_summary(Summary {
-                operation,
-                additional_properties: HashMap::new(),
-            })
-            .with_schema_id(meta.current_schema_id())
-            .with_row_range(first_row, added_rows)
-            .build();
-        Ok(Some(ActionCommit {
-            updates: vec![
-                TableUpdate::AddSnapshot { snapshot },
-                TableUpdate::SetSnapshotRef {
-                    ref_name: "main".into(),
-                    reference: SnapshotReference::new(
-                        snapshot_id,
-                        SnapshotRetention::branch(None, None, None),
-                    ),
-                },
-            ],
-            requirements: vec![TableRequirement::UuidMatch { uuid: meta.uuid() }],
-            written,
-            snapshot_id: Some(snapshot_id),
-            trim_metadata_log: false,
-        }))
-    }
-}
-
-/// Appends `batch` to a format v3 table (a v3 snapshot with row lineage, written by hand).
-pub async fn v3_append(wh: &Warehouse, name: &str, batch: &RecordBatch) {
-    commit(
-        wh,
-        &TableName::parse(name).unwrap(),
-        &mut V3Snapshot {
-            batch: Some(batch.clone()),
-            dv_positions: Vec::new(),
-        },
-    )
-    .await
-    .expect("v3 append");
-}
-
-/// Deletes rows at `positions` of a v3 table's first data file with a deletion vector.
-pub async fn v3_delete(wh: &Warehouse, name: &str, positions: &[u16]) {
-    commit(
-        wh,
-        &TableName::parse(name).unwrap(),
-        &mut V3Snapshot {
-            batch: None,
-            dv_positions: positions.to_vec(),
-        },
-    )
-    .await
-    .expect("v3 deletion vector");
 }

@@ -12,9 +12,7 @@ use iceberg::spec::{
 };
 use lethe::erasure::case::{RequestSpec, read_case};
 use lethe::erasure::erase::{EraseOptions, erase, prepare};
-use lethe::erasure::plan::Action;
 use lethe::erasure::prove::{ProveReport, prove};
-use lethe::governance::subjects::SubjectRef;
 use lethe_demo::fixtures::{delete_by_equality, delete_by_position, renamed, set_schema, upsert};
 use lethe_iceberg::catalog::TableName;
 use lethe_iceberg::ops::rewrite::{RowRewrite, count_rows, dry_run};
@@ -607,76 +605,6 @@ async fn renamed_personal_column_is_resolved_by_field_id() {
 
     erase_and_check(&f, &["crm.customers"]).await;
     assert_eq!(rows(&f.py_scan("crm.customers", None)), CUSTOMERS - 1);
-}
-
-/// A format v3 table with deletion vectors: its step is UNRESOLVED with the reason, the
-/// erasure refuses, and no table changes.
-#[tokio::test(flavor = "multi_thread")]
-async fn v3_deletion_vectors_are_unresolved_and_nothing_changes() {
-    let f = Foreign::new(FormatVersion::V2, "").await;
-    f.create("shop.orders", orders_schema(), None, FormatVersion::V3)
-        .await;
-    v3_append(f.wh(), "shop.orders", &orders(1..=20)).await;
-    v3_delete(f.wh(), "shop.orders", &[1, 4]).await;
-    // A valid v3 table: PyIceberg applies the deletion vector itself.
-    let py = f.py_scan("shop.orders", None);
-    assert_eq!(
-        (rows(&py), py["format_version"].as_i64()),
-        (18, Some(3)),
-        "{py}"
-    );
-    assert_eq!(py["delete_files"], 1, "{py}");
-
-    let before = f.pointers().await;
-    let explained = lethe::erasure::explain::explain(
-        &f.ws,
-        &SubjectRef {
-            subject: "customer".into(),
-            id: SUBJECT.to_string(),
-        },
-    )
-    .await
-    .unwrap();
-    let step = explained
-        .plan
-        .steps
-        .iter()
-        .find(|s| s.table == "shop.orders")
-        .unwrap();
-    assert_eq!(step.action, Action::Unresolved, "{step:?}");
-    let reason = step.reason.clone().unwrap_or_default();
-    assert!(reason.contains("deletion vectors"), "{reason}");
-    assert!(reason.contains("format v3"), "{reason}");
-    let root = explained
-        .plan
-        .steps
-        .iter()
-        .find(|s| s.table == "crm.customers")
-        .unwrap();
-    assert_eq!(root.action, Action::Delete);
-
-    let e = erase(&f.ws, &[request()], &opts(), &|_| {})
-        .await
-        .unwrap_err();
-    let msg = e.to_string();
-    assert!(
-        msg.contains("shop.orders") && msg.contains("deletion vectors"),
-        "{msg}"
-    );
-    assert_eq!(f.pointers().await, before, "no table changed");
-    assert_eq!(rows(&f.py_scan("shop.orders", None)), 18);
-    // lethe's own row changes refuse the table too, before writing anything.
-    let r = lethe_iceberg::ops::rewrite::rewrite_rows(
-        f.wh(),
-        &name("shop.orders"),
-        &RowRewrite::delete(Predicate::eq("customer_id", Value::Int(SUBJECT))),
-    )
-    .await;
-    assert!(
-        matches!(r, Err(lethe_iceberg::Error::Unsupported { .. })),
-        "{r:?}"
-    );
-    assert_eq!(f.pointers().await, before);
 }
 
 /// Every transform lethe writes (identity, year, month, day, hour, bucket, truncate): lethe's

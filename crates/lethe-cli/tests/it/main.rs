@@ -17,3 +17,4 @@ mod nested;
 mod plan;
 mod prove;
 mod stores;
+mod v3;

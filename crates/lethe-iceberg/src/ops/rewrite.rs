@@ -11,23 +11,31 @@
 //!   without writing anything. Any other affected file is rewritten with its live rows minus
 //!   the matching ones (or with the columns nulled) through lethe's metrics-aware writer.
 //! - A row hidden by a delete file is still stored in its data file: a file holding a hidden
-//!   row that matches is rewritten too, so the row is physically gone (`rows_purged`).
+//!   row that matches is rewritten too, so the row is physically gone (`rows_purged`). The
+//!   rewritten file holds only live rows, so every row a delete file (or deletion vector)
+//!   hid in it is gone from storage as well.
 //! - In the same commit, delete files that applied only to removed data files are removed,
-//!   position delete files naming removed data files are rewritten without those rows, and
-//!   (for a delete) equality delete rows matching the predicate are dropped — no delete file
-//!   is left holding the selected rows' keys or stored rows. Rewritten delete files keep their
-//!   data sequence numbers.
+//!   the deletion vector of every removed data file is removed (the Puffin file's other
+//!   vectors stay live; a Puffin file left with none is reported in `puffin_files_emptied` and
+//!   goes with the snapshots that still reference it), position delete files naming removed
+//!   data files are rewritten without those rows, and (for a delete) equality delete rows
+//!   matching the predicate are dropped — no delete file is left holding the selected rows'
+//!   keys or stored rows. Rewritten delete files keep their data sequence numbers.
+//! - Format v3: every moved row keeps its `_row_id` and, unless the change modified it, its
+//!   `_last_updated_sequence_number`, both written into the new file ([`crate::lineage`]), and
+//!   the commit assigns row ids as the spec says ([`crate::snapshot`]).
 //! - The commit records `delete` (files only removed), `overwrite` (files removed and added) or
 //!   `replace` (a rewrite that changes no row), the standard counts, and the caller's summary
 //!   keys. A change that matches nothing commits nothing.
 //! - On a lost commit race the change is planned again from the new table state, so rows a
 //!   concurrent writer added are evaluated too (see [`crate::commit`]).
 //!
-//! Not supported yet (refused before anything is written): format v3 and deletion vectors.
+//! Not done: writing deletion vectors instead of rewriting (merge-on-read): an erasure must
+//! purge.
 
 use std::collections::{BTreeMap, HashSet};
 
-use arrow::array::{ArrayRef, BooleanArray, RecordBatch};
+use arrow::array::{ArrayRef, BooleanArray, RecordBatch, new_null_array};
 use arrow::compute;
 use async_trait::async_trait;
 use futures::TryStreamExt;
@@ -38,10 +46,11 @@ use crate::catalog::TableName;
 use crate::commit::{ActionCommit, TableAction, commit};
 use crate::deletes::{DeleteIndex, DeleteReader, check_supported};
 use crate::error::{Error, Result};
+use crate::lineage::{LAST_UPDATED_SEQUENCE_NUMBER, has_row_lineage, read_with_lineage};
 use crate::nested::{self, FieldPath};
 use crate::predicate::Predicate;
 use crate::read::read_data_file;
-use crate::snapshot::{SnapshotChanges, check_writable, produce_written};
+use crate::snapshot::{SnapshotChanges, produce_written};
 use crate::table::{LoadedTable, TrackedFile, Warehouse};
 use crate::writer::{TableWriter, WriteOptions};
 
@@ -137,6 +146,10 @@ pub struct RewriteReport {
     /// Delete files rewritten without the rows naming removed data files or matching the
     /// predicate (by location of the file replaced).
     pub delete_files_rewritten: Vec<String>,
+    /// Deletion vectors removed with their data files (format v3).
+    pub deletion_vectors_removed: usize,
+    /// Puffin files none of whose deletion vectors is live after the change (by location).
+    pub puffin_files_emptied: Vec<String>,
     /// The snapshot committed, if any.
     pub snapshot_id: Option<i64>,
     /// Commit attempts.
@@ -182,9 +195,9 @@ pub fn has_delete_files(files: &[TrackedFile]) -> bool {
 #[async_trait]
 impl TableAction for Action<'_> {
     async fn plan(&mut self, wh: &Warehouse, table: &LoadedTable) -> Result<Option<ActionCommit>> {
-        check_writable(table)?;
         let tname = table.name.to_string();
         let schema = table.metadata.current_schema().clone();
+        let lineage = has_row_lineage(&table.metadata);
         self.spec.predicate.check(&schema, &tname)?;
         let mut nulled: Vec<FieldPath> = Vec::new();
         if let RowChange::SetNull(cols) = &self.spec.change {
@@ -224,11 +237,12 @@ impl TableAction for Action<'_> {
         let mut writer = if self.dry_run {
             None
         } else {
-            Some(TableWriter::new(
+            let w = TableWriter::new(
                 wh.store.as_ref(),
                 &table.metadata,
                 self.spec.options.clone(),
-            )?)
+            )?;
+            Some(if lineage { w.with_row_lineage() } else { w })
         };
         let mut reader = DeleteReader::new(wh.store.as_ref(), table)?;
         let mut removed: HashSet<String> = HashSet::new();
@@ -239,7 +253,11 @@ impl TableAction for Action<'_> {
                     continue;
                 }
                 report.files_read += 1;
-                let batches = read_data_file(wh.store.as_ref(), path, &schema)?;
+                let batches = if lineage {
+                    read_with_lineage(wh.store.as_ref(), f, &schema)?
+                } else {
+                    read_data_file(wh.store.as_ref(), path, &schema)?
+                };
                 let applicable = index.for_data_file(f, wh.store.as_ref());
                 let live = reader.live_masks(&index, &applicable, path, &batches)?;
                 let out = apply_change(
@@ -306,6 +324,8 @@ impl TableAction for Action<'_> {
             }
         };
         report.delete_files_rewritten = cleanup.rewritten.clone();
+        report.deletion_vectors_removed = cleanup.removed_vectors.len();
+        report.puffin_files_emptied = cleanup.puffin_files_emptied.clone();
         report.delete_files_removed = cleanup
             .removed
             .iter()
@@ -341,6 +361,9 @@ impl TableAction for Action<'_> {
         changes.added_data = added;
         changes.removed = removed;
         changes.removed.extend(cleanup.removed.iter().cloned());
+        changes
+            .removed_vectors
+            .extend(cleanup.removed_vectors.iter().cloned());
         for (f, kept) in cleanup.added {
             changes.kept_deletes.insert(f.file_path().to_string(), kept);
             changes.added_deletes.push(f);
@@ -414,6 +437,12 @@ fn apply_change(
                 let b = if n == 0 {
                     b.clone()
                 } else {
+                    // A modified row's sequence number is inherited from this commit (row
+                    // lineage); its row id stays.
+                    if let Ok(i) = b.schema().index_of(LAST_UPDATED_SEQUENCE_NUMBER) {
+                        let nulls = new_null_array(columns[i].data_type(), b.num_rows());
+                        columns[i] = compute::kernels::zip::zip(&changed, &nulls, &columns[i])?;
+                    }
                     RecordBatch::try_new(b.schema(), columns)?
                 };
                 out.kept.extend(keep_rows(&b, alive)?);
@@ -508,6 +537,32 @@ pub async fn select_rows(
     table: &LoadedTable,
     predicate: &Predicate,
 ) -> Result<Vec<RecordBatch>> {
+    select(wh, table, predicate, false).await
+}
+
+/// [`select_rows`] with each row's `_row_id` and `_last_updated_sequence_number` after the
+/// table's columns (format v3; an error for tables without row lineage).
+pub async fn select_rows_with_lineage(
+    wh: &Warehouse,
+    table: &LoadedTable,
+    predicate: &Predicate,
+) -> Result<Vec<RecordBatch>> {
+    if !has_row_lineage(&table.metadata) {
+        return Err(Error::invalid(format!(
+            "table `{}` is format {:?}: only format v3 tables track row lineage",
+            table.name,
+            table.metadata.format_version()
+        )));
+    }
+    select(wh, table, predicate, true).await
+}
+
+async fn select(
+    wh: &Warehouse,
+    table: &LoadedTable,
+    predicate: &Predicate,
+    lineage: bool,
+) -> Result<Vec<RecordBatch>> {
     let files = wh.current_files(table).await?;
     check_supported(table, &files)?;
     let schema = table.metadata.current_schema().clone();
@@ -520,7 +575,11 @@ pub async fn select_rows(
         if !wanted.contains(&wh.store.normalize(path)?) {
             continue;
         }
-        let batches = read_data_file(wh.store.as_ref(), path, &schema)?;
+        let batches = if lineage {
+            read_with_lineage(wh.store.as_ref(), f, &schema)?
+        } else {
+            read_data_file(wh.store.as_ref(), path, &schema)?
+        };
         let applicable = index.for_data_file(f, wh.store.as_ref());
         let live = reader.live_masks(&index, &applicable, path, &batches)?;
         for (i, b) in batches.iter().enumerate() {
@@ -609,7 +668,6 @@ async fn write_and_produce(
     summary: &BTreeMap<String, String>,
     options: &WriteOptions,
 ) -> Result<Option<ActionCommit>> {
-    check_writable(table)?;
     let schema = table.metadata.current_schema().clone();
     let target = crate::writer::arrow_schema(&schema)?;
     let aligned = batches

@@ -5,6 +5,7 @@
 pub(crate) mod avro;
 pub(crate) mod avro_guard;
 pub(crate) mod csv;
+pub(crate) mod deletion_vector;
 pub(crate) mod json;
 pub(crate) mod parquet;
 pub(crate) mod puffin;

@@ -5,9 +5,11 @@
 //! and length with an optional `compression-codec` (`zstd` or `lz4`).
 //!
 //! Guarantees: the magic at both ends, the footer and every blob's range are checked before
-//! reading; each blob is decompressed as a stream and searched as text (value prefixes) ->
-//! `PuffinBlob`; the footer JSON (blob and file properties) is searched too. Anything
-//! malformed or an unknown codec makes the file unreadable.
+//! reading; a `deletion-vector-v1` blob is read as a deletion vector (positions, validated, not
+//! searched: see [`super::deletion_vector`]); every other blob is decompressed as a stream and
+//! searched as text (value prefixes) -> `PuffinBlob`; the footer JSON (blob and file
+//! properties, where a vector's `referenced-data-file` is) is searched too. Anything malformed,
+//! a corrupt deletion vector or an unknown codec makes the file unreadable.
 //!
 //! Does not: interpret sketches (theta sketches hold hashes, which cannot be searched).
 
@@ -16,8 +18,8 @@ use std::io::Read;
 use parquet::file::reader::ChunkReader;
 use serde_json::Value;
 
-use crate::formats::json;
 use crate::formats::text::{Position, scan_text};
+use crate::formats::{deletion_vector, json};
 use crate::report::{Hits, Place};
 
 const MAGIC: &[u8; 4] = b"PFA1";
@@ -117,16 +119,31 @@ pub(crate) fn scan_puffin<R: ChunkReader>(src: &R, hits: &mut Hits) -> Result<()
             .chars()
             .take(64)
             .collect();
-        plan.push((offset, length, codec, ty));
+        if ty == deletion_vector::BLOB_TYPE && codec.is_some() {
+            return Err(format!(
+                "blob {i}: a deletion vector must not be compressed (compression-codec is set)"
+            ));
+        }
+        let cardinality = b
+            .get("properties")
+            .and_then(|p| p.get("cardinality"))
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        plan.push((offset, length, codec, ty, cardinality));
     }
     let mut pointer = String::new();
     json::walk(&footer, hits, Place::PuffinBlob, &mut pointer, None, None);
-    for (i, (offset, length, codec, ty)) in plan.into_iter().enumerate() {
+    for (i, (offset, length, codec, ty, cardinality)) in plan.into_iter().enumerate() {
         let group = format!("blob {i} (`{ty}`)");
         let raw = src
             .get_read(offset)
             .map_err(|e| format!("blob {i}: read error: {e}"))?
             .take(length);
+        if ty == deletion_vector::BLOB_TYPE {
+            deletion_vector::check_deletion_vector(raw, length, cardinality.as_deref())
+                .map_err(|e| format!("blob {i} (deletion vector): {e}"))?;
+            continue;
+        }
         let mut reader: Box<dyn Read> = match codec.as_deref() {
             Some("zstd") => Box::new(
                 zstd::stream::read::Decoder::new(raw)

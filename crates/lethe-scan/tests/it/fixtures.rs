@@ -543,7 +543,11 @@ impl Builder {
         );
         puffin(
             &[
-                ("deletion-vector-v1", Some("lz4"), blob.into_bytes()),
+                (
+                    "apache-datasketches-theta-v1",
+                    Some("lz4"),
+                    blob.into_bytes(),
+                ),
                 ("x", None, b"raw".to_vec()),
             ],
             &props,

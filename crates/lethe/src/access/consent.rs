@@ -56,7 +56,7 @@ use lethe_iceberg::commit::{ActionCommit, TableAction, commit};
 use lethe_iceberg::ops::rewrite::{append, has_delete_files, select_rows};
 use lethe_iceberg::predicate::{Predicate, Value};
 use lethe_iceberg::read::read_data_file;
-use lethe_iceberg::snapshot::{SnapshotChanges, check_writable, produce_written};
+use lethe_iceberg::snapshot::{SnapshotChanges, produce_written};
 use lethe_iceberg::table::{LoadedTable, Warehouse};
 use lethe_iceberg::writer::{TableWriter, WriteOptions};
 
@@ -658,7 +658,14 @@ impl TableAction for SyncAction<'_> {
         wh: &Warehouse,
         table: &LoadedTable,
     ) -> lethe_iceberg::Result<Option<ActionCommit>> {
-        check_writable(table)?;
+        if lethe_iceberg::lineage::has_row_lineage(&table.metadata) {
+            // The sync rewrites rows without carrying their row ids over yet.
+            return Err(lethe_iceberg::Error::Unsupported {
+                table: table.name.to_string(),
+                feature: "consent attributes in a format v3 table".into(),
+                detail: "the consent sync does not keep row lineage (_row_id) yet".into(),
+            });
+        }
         self.rows_changed = 0;
         let schema = table.metadata.current_schema().clone();
         let files = wh.current_files(table).await?;

@@ -51,7 +51,6 @@ use datafusion::logical_expr::{
 use datafusion::prelude::{SessionConfig, SessionContext, lit};
 use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::Statement as SqlStatement;
-use iceberg_datafusion::IcebergStaticTableProvider;
 use serde::Serialize;
 use sha2::Sha256;
 
@@ -524,10 +523,10 @@ pub async fn providers(ws: &Workspace) -> Result<BTreeMap<String, Arc<dyn TableP
     let mut out: BTreeMap<String, Arc<dyn TableProvider>> = BTreeMap::new();
     for name in ws.warehouse.tables().await? {
         let table = ws.warehouse.load(&name).await?;
-        let provider =
-            IcebergStaticTableProvider::try_new_from_table(ws.warehouse.iceberg_table(&table)?)
-                .await?;
-        out.insert(name.to_string(), Arc::new(provider));
+        out.insert(
+            name.to_string(),
+            crate::pipeline::table_provider(ws, &table).await?,
+        );
     }
     Ok(out)
 }

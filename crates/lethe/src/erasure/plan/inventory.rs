@@ -30,8 +30,9 @@ pub struct TableInfo {
     pub blockers: Vec<String>,
     /// Iceberg identifier fields (row key), by name.
     pub identifier_fields: Vec<String>,
-    /// Why lethe can't change this table correctly yet (format v3 features), if it can't:
-    /// a DELETE, REWRITE or RECOMPUTE step on it becomes UNRESOLVED with this reason.
+    /// Why lethe can't change this table correctly yet (delete files it can't rewrite, column
+    /// types it can't represent), if it can't: a DELETE, REWRITE or RECOMPUTE step on it
+    /// becomes UNRESOLVED with this reason.
     pub unsupported: Option<String>,
 }
 
@@ -49,7 +50,23 @@ impl Inventory {
     pub async fn load(wh: &Warehouse) -> Result<Inventory> {
         let mut inv = Inventory::default();
         for name in wh.tables().await? {
-            let t = wh.load(&name).await?;
+            let t = match wh.load(&name).await {
+                Ok(t) => t,
+                Err(lethe_iceberg::Error::Unsupported {
+                    feature, detail, ..
+                }) => {
+                    // A table the iceberg crate can't represent (a `variant` column, say) is
+                    // still planned: a step on it is UNRESOLVED with this reason.
+                    let info = TableInfo {
+                        columns: wh.raw_columns(&name).await?,
+                        unsupported: Some(format!("{feature}: {detail}")),
+                        ..Default::default()
+                    };
+                    inv.tables.insert(name.to_string(), info);
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
             let schema = t.metadata.current_schema();
             let mut schemas = vec![schema.clone()];
             schemas.extend(

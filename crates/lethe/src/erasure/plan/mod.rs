@@ -10,8 +10,9 @@
 //!   justification);
 //! - `UNRESOLVED` when lineage reaches it through a job without column lineage, an opaque step
 //!   (UDF, external path), an unknown producer, or it lives outside the catalog — or when
-//!   the table uses features lethe can't change correctly yet (format v3: deletion vectors,
-//!   row lineage, default values; see [`lethe_iceberg::deletes::unsupported_features`]);
+//!   the table uses features lethe can't change correctly yet (delete files it can't rewrite,
+//!   column types the iceberg crate can't represent such as `variant`; see
+//!   [`lethe_iceberg::deletes::unsupported_features`]);
 //! - `DELETE` where a column holds the subject's values: a declared identifier column (by name,
 //!   or classified in `metadata.toml` as identifying the subject), a mapped identifier, or a
 //!   DIRECT/IDENTITY copy of one of those or of the key of a row the subject owns;

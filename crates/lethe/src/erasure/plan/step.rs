@@ -277,7 +277,8 @@ impl Planner<'_> {
         ));
     }
 
-    /// A table lethe can't change correctly (format v3 features) is never touched: its step
+    /// A table lethe can't change correctly (see [`super::inventory::TableInfo::unsupported`])
+    /// is never touched: its step
     /// is UNRESOLVED with the reason, and nothing selects rows in it.
     fn leave_unsupported(&self, step: &mut Step) {
         let Some(why) = self

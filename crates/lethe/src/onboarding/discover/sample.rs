@@ -13,8 +13,10 @@
 //! columns are sampled field by field (`contact.email`, `addresses.element.street`,
 //! `attributes.value`), read by field id: a struct field has a value per row like a column;
 //! a field inside a list or a map has every element of every sampled row (not aligned by
-//! row). Rows deleted by merge-on-read delete files may be sampled: for discovery they are data
-//! like any other.
+//! row). Rows deleted by position delete files or deletion vectors are not sampled (a drawn
+//! position they delete is dropped, so the sample is smaller); rows deleted by equality deletes
+//! may be: telling them apart would mean reading every row. A top-level column a file lacks
+//! samples as its `initial-default` (format v3), else null.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -29,6 +31,7 @@ use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
 
 use crate::error::{Error, Result};
+use lethe_iceberg::deletes::{DeleteIndex, DeleteReader};
 use lethe_iceberg::nested::{FieldPath, Step, field_paths, type_name};
 use lethe_iceberg::table::{LoadedTable, Warehouse};
 
@@ -184,12 +187,8 @@ pub async fn sample(wh: &Warehouse, table: &LoadedTable, opts: &SampleOptions) -
         .filter(|p| p.steps.is_empty() || p.is_leaf())
         .map(SampledColumn::new)
         .collect();
-    let files: Vec<_> = wh
-        .current_files(table)
-        .await?
-        .into_iter()
-        .filter(|f| f.is_data())
-        .collect();
+    let all = wh.current_files(table).await?;
+    let files: Vec<_> = all.iter().filter(|f| f.is_data()).cloned().collect();
     let counts: Vec<u64> = files
         .iter()
         .map(|f| f.entry.data_file.record_count())
@@ -228,6 +227,22 @@ pub async fn sample(wh: &Warehouse, table: &LoadedTable, opts: &SampleOptions) -
             }
         }
         start += n;
+    }
+    let index = DeleteIndex::load(wh, table, &all)?;
+    if !index.is_empty() {
+        let mut reader = DeleteReader::new(wh.store.as_ref(), table)?;
+        for (f, wanted) in files.iter().zip(per_file.iter_mut()) {
+            if wanted.is_empty() {
+                continue;
+            }
+            let applicable = index.for_data_file(f, wh.store.as_ref());
+            if applicable.is_empty() {
+                continue;
+            }
+            let deleted =
+                reader.deleted_positions(&index, &applicable, f.entry.data_file.file_path())?;
+            wanted.retain(|p| deleted.binary_search(p).is_err());
+        }
     }
     let mut order: Vec<usize> = (0..files.len())
         .filter(|i| !per_file[*i].is_empty())
@@ -360,6 +375,19 @@ fn read_positions(
     // Projected batches keep the file's column order: map file index to batch index.
     let mut sorted_roots = roots.clone();
     sorted_roots.sort_unstable();
+    // A top-level column the file lacks reads as its initial-default (format v3), else null.
+    let defaults: Vec<Option<String>> = fields
+        .iter()
+        .map(|f| -> Result<Option<String>> {
+            let Some(d) = f.initial_default.as_ref() else {
+                return Ok(None);
+            };
+            let t = iceberg::arrow::type_to_arrow_type(&f.field_type)?;
+            let a = lethe_iceberg::read::default_array(d, &t, 1)
+                .map_err(|e| Error::invalid(format!("{location}: column `{}`: {e}", f.name)))?;
+            Ok(as_text(&a, location, &f.name)?.pop().flatten())
+        })
+        .collect::<Result<_>>()?;
     let target = lethe_iceberg::writer::arrow_schema(
         &iceberg::spec::Schema::builder()
             .with_fields(fields.to_vec())
@@ -387,7 +415,12 @@ fn read_positions(
         for c in columns.iter_mut() {
             let col = current.get(&c.column).filter(|_| c.sampled);
             let Some(col) = col else {
-                c.values.extend(std::iter::repeat_n(None, n));
+                let d = if c.steps.is_empty() {
+                    defaults[c.column].clone()
+                } else {
+                    None
+                };
+                c.values.extend(std::iter::repeat_n(d, n));
                 continue;
             };
             if c.steps.is_empty() {

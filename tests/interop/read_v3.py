@@ -5,7 +5,8 @@ usage: read_v3.py CATALOG_DB WAREHOUSE CATALOG_NAME SPEC...   (SPEC: TABLE or TA
 
 Output: a JSON object keyed by SPEC, each with
   `format_version`, `next_row_id`,
-  `rows` (the rows PyIceberg's scan returns, every value as text, sorted), `row_count`,
+  `rows` (the rows PyIceberg's scan returns, every value as text — timestamps in Arrow's
+  text form, to the nanosecond — sorted), `row_count`,
   `data_files` (live data files: path, record_count, first_row_id),
   `deletion_vectors` (live vectors: Puffin path, content_offset, referenced_data_file,
   record_count), `puffin_files` (distinct Puffin files holding live vectors),
@@ -13,6 +14,9 @@ Output: a JSON object keyed by SPEC, each with
 """
 import json
 import sys
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.avro.file import AvroFile
@@ -58,6 +62,10 @@ def main() -> int:
         table = catalog.load_table(table_name)
         scan = table.scan(row_filter=row_filter) if row_filter else table.scan()
         arrow = scan.to_arrow()
+        # Timestamps as Arrow's text (nanoseconds don't fit Python's datetime).
+        for i, field in enumerate(arrow.schema):
+            if pa.types.is_timestamp(field.type):
+                arrow = arrow.set_column(i, field.name, pc.cast(arrow.column(i), pa.string()))
         rows = sorted(
             ({k: text(v) for k, v in r.items()} for r in arrow.to_pylist()),
             key=lambda r: json.dumps(r, sort_keys=True),

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
-use arrow::array::{Array, AsArray};
+use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{DataType, Int64Type};
 use chrono::Duration;
 use iceberg::spec::{FormatVersion, Literal, NestedField, PrimitiveType, Schema, Type};
@@ -396,6 +396,122 @@ async fn erasure_purges_rows_deletion_vectors_hide_and_keeps_row_ids() {
             nf.entry.data_file.file_path()
         );
     }
+}
+
+/// `shop.clicks` as lethe reads it: click id -> (`at`, `at_tz`) in nanoseconds.
+async fn clicks(
+    wh: &Warehouse,
+    t: &lethe_iceberg::table::LoadedTable,
+) -> BTreeMap<i64, (i64, i64)> {
+    let mut out = BTreeMap::new();
+    for b in lethe_iceberg::ops::rewrite::select_rows(wh, t, &Predicate::True)
+        .await
+        .unwrap()
+    {
+        let id = b.column(0).as_primitive::<Int64Type>();
+        let at = b
+            .column(2)
+            .as_primitive::<arrow::datatypes::TimestampNanosecondType>();
+        let tz = b
+            .column(3)
+            .as_primitive::<arrow::datatypes::TimestampNanosecondType>();
+        for i in 0..b.num_rows() {
+            out.insert(id.value(i), (at.value(i), tz.value(i)));
+        }
+    }
+    out
+}
+
+/// Format v3's nanosecond timestamps (`timestamp_ns`, `timestamptz_ns`) are written with their
+/// bounds, read back to the nanosecond by lethe and PyIceberg, and kept exactly through an
+/// erasure's rewrite.
+#[tokio::test(flavor = "multi_thread")]
+async fn nanosecond_timestamps_are_written_read_and_kept() {
+    let f = Foreign::new(FormatVersion::V2, "").await;
+    let wh = f.wh();
+    let schema = Schema::builder()
+        .with_fields(vec![
+            NestedField::required(1, "click_id", Type::Primitive(PrimitiveType::Long)).into(),
+            NestedField::optional(2, "customer_id", Type::Primitive(PrimitiveType::Long)).into(),
+            NestedField::optional(3, "at", Type::Primitive(PrimitiveType::TimestampNs)).into(),
+            NestedField::optional(4, "at_tz", Type::Primitive(PrimitiveType::TimestamptzNs)).into(),
+        ])
+        .build()
+        .unwrap();
+    f.create("shop.clicks", schema, None, FormatVersion::V3)
+        .await;
+    let base = 1_767_225_600_123_456_789i64; // 2026-01-01T00:00:00.123456789
+    let ids: Vec<i64> = (0..12).collect();
+    let at: Vec<i64> = ids.iter().map(|i| base + i * 1_001).collect();
+    let batch = RecordBatch::try_new(
+        Arc::new(arrow::datatypes::Schema::new(vec![
+            arrow::datatypes::Field::new("click_id", DataType::Int64, false),
+            arrow::datatypes::Field::new("customer_id", DataType::Int64, true),
+            arrow::datatypes::Field::new(
+                "at",
+                DataType::Timestamp(arrow::datatypes::TimeUnit::Nanosecond, None),
+                true,
+            ),
+            arrow::datatypes::Field::new(
+                "at_tz",
+                DataType::Timestamp(
+                    arrow::datatypes::TimeUnit::Nanosecond,
+                    Some("+00:00".into()),
+                ),
+                true,
+            ),
+        ])),
+        vec![
+            Arc::new(arrow::array::Int64Array::from(ids.clone())),
+            Arc::new(arrow::array::Int64Array::from(
+                ids.iter().map(|i| i % 3 + 6).collect::<Vec<_>>(),
+            )),
+            Arc::new(arrow::array::TimestampNanosecondArray::from(at.clone())),
+            Arc::new(
+                arrow::array::TimestampNanosecondArray::from(at.clone()).with_timezone("+00:00"),
+            ),
+        ],
+    )
+    .unwrap();
+    f.append("shop.clicks", &batch).await;
+    let t = wh.load_str("shop.clicks").await.unwrap();
+    let file = wh
+        .current_files(&t)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|f| f.is_data())
+        .unwrap();
+    assert_eq!(
+        file.entry.data_file.lower_bounds().get(&3),
+        Some(&iceberg::spec::Datum::timestamp_nanos(base)),
+        "nanosecond bounds"
+    );
+    let before = clicks(wh, &t).await;
+    assert_eq!(before[&5], (base + 5 * 1_001, base + 5 * 1_001));
+    let py = f.py_v3("shop.clicks");
+    assert_eq!(py["row_count"], 12, "{py}");
+    assert!(
+        rows_of(&py)
+            .iter()
+            .any(|r| r["at"].as_str().unwrap().contains("00:00:00.123461794")),
+        "PyIceberg reads nanoseconds: {py}"
+    );
+    erase(
+        &f.ws,
+        &[request("customer", &SUBJECT.to_string())],
+        &opts(),
+        &|_| {},
+    )
+    .await
+    .unwrap();
+    let after = clicks(wh, &wh.load_str("shop.clicks").await.unwrap()).await;
+    let expected: BTreeMap<i64, (i64, i64)> = before
+        .into_iter()
+        .filter(|(id, _)| id % 3 + 6 != SUBJECT)
+        .collect();
+    assert_eq!(after, expected);
+    assert_eq!(f.py_v3("shop.clicks")["row_count"], 8);
 }
 
 /// A corrupt deletion vector (bad magic, bad checksum, a length field past the blob, a blob

@@ -1153,3 +1153,17 @@ pub fn write_equality_deletes(
         Error::Internal(format!("delete file metadata: {e}"))
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_locations_key_alike_in_every_spelling() {
+        let k = path_key("file:/w/t/data/a.parquet");
+        assert_eq!(k, "/w/t/data/a.parquet");
+        assert_eq!(path_key("file:///w/t/data/a.parquet"), k);
+        assert_eq!(path_key("file://localhost/w/t/data/a.parquet"), k);
+        assert_eq!(path_key("s3://b/t/a.parquet"), "s3://b/t/a.parquet");
+    }
+}

@@ -339,9 +339,17 @@ mod tests {
                 .unwrap_err()
                 .contains("checksum")
         );
-        let mut body = good.clone();
-        body[12] ^= 0x40;
-        assert!(DeletionVector::decode(&body).is_err());
+        // A bitmap that claims more buckets than it holds, with a checksum that matches.
+        let mut bitmap = good[..8].to_vec();
+        bitmap.extend_from_slice(&5u64.to_le_bytes());
+        let crc = crc32fast::hash(&bitmap[4..]);
+        bitmap[..4].copy_from_slice(&12u32.to_be_bytes());
+        bitmap.extend_from_slice(&crc.to_be_bytes());
+        assert!(
+            DeletionVector::decode(&bitmap)
+                .unwrap_err()
+                .contains("not a valid portable Roaring bitmap")
+        );
         let mut long = good.clone();
         long[3] = long[3].wrapping_add(1);
         assert!(

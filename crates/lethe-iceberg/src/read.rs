@@ -220,7 +220,35 @@ pub fn default_array(
     let one = if one.data_type() == data_type {
         one
     } else {
-        compute::cast(&one, data_type).map_err(|e| e.to_string())?
+        // Unsafe cast: a default that doesn't fit the column is an error, not a null.
+        let strict = compute::CastOptions {
+            safe: false,
+            ..Default::default()
+        };
+        compute::cast_with_options(&one, data_type, &strict).map_err(|e| e.to_string())?
     };
     compute::take(&one, &UInt32Array::from(vec![0u32; n]), None).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow::array::{Array, AsArray};
+    use arrow::datatypes::{Date32Type, TimeUnit, TimestampNanosecondType};
+
+    use super::*;
+
+    #[test]
+    fn defaults_fill_columns_of_their_type() {
+        let a = default_array(&Literal::string("web"), &DataType::Utf8, 3).unwrap();
+        assert_eq!(a.len(), 3);
+        assert!((0..3).all(|i| a.as_string::<i32>().value(i) == "web"));
+        let d = default_array(&Literal::date(20_000), &DataType::Date32, 2).unwrap();
+        assert_eq!(d.as_primitive::<Date32Type>().value(1), 20_000);
+        let ts = DataType::Timestamp(TimeUnit::Nanosecond, None);
+        let t = default_array(&Literal::timestamp(7), &ts, 1).unwrap();
+        assert_eq!(t.as_primitive::<TimestampNanosecondType>().value(0), 7);
+        let dec = default_array(&Literal::decimal(1234), &DataType::Decimal128(9, 2), 1).unwrap();
+        assert_eq!(dec.data_type(), &DataType::Decimal128(9, 2));
+        assert!(default_array(&Literal::string("x"), &DataType::Int32, 1).is_err());
+    }
 }

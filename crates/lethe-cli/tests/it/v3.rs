@@ -196,7 +196,7 @@ async fn erasure_purges_rows_deletion_vectors_hide_and_keeps_row_ids() {
     );
     let channel = |rows: &[serde_json::Value], order: i64| {
         rows.iter()
-            .find(|r| r["order_id"] == order.to_string())
+            .find(|r| r["order_id"].as_str() == Some(order.to_string().as_str()))
             .map(|r| r["channel"].clone())
     };
     let rows_before = rows_of(&before);
@@ -319,7 +319,7 @@ async fn erasure_purges_rows_deletion_vectors_hide_and_keeps_row_ids() {
     let after = f.py_v3("shop.orders");
     let expected: Vec<serde_json::Value> = rows_before
         .iter()
-        .filter(|r| r["customer_id"] != SUBJECT.to_string())
+        .filter(|r| r["customer_id"].as_str() != Some(SUBJECT.to_string().as_str()))
         .cloned()
         .collect();
     assert_eq!(rows_of(&after), expected);
@@ -350,7 +350,7 @@ async fn erasure_purges_rows_deletion_vectors_hide_and_keeps_row_ids() {
         rows_of(&customers_after),
         rows_of(&customers_before)
             .into_iter()
-            .filter(|r| r["customer_id"] != SUBJECT.to_string())
+            .filter(|r| r["customer_id"].as_str() != Some(SUBJECT.to_string().as_str()))
             .collect::<Vec<_>>()
     );
 
@@ -540,7 +540,8 @@ async fn corrupt_deletion_vectors_are_errors_naming_the_file() {
     let size = dv.entry.data_file.content_size_in_bytes().unwrap() as usize;
     let path = local(&puffin);
     let good = std::fs::read(&path).unwrap();
-    let corruptions: [(&str, Box<dyn Fn(&mut Vec<u8>)>); 4] = [
+    type Corrupt = Box<dyn Fn(&mut Vec<u8>)>;
+    let corruptions: [(&str, Corrupt); 4] = [
         ("bad magic", Box::new(move |b| b[offset + 4] ^= 0xFF)),
         ("checksum", Box::new(move |b| b[offset + size - 1] ^= 0x01)),
         (

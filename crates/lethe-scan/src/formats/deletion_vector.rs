@@ -91,8 +91,11 @@ mod tests {
         out
     }
 
-    /// A Puffin file: (type, codec, bytes, cardinality property) per blob.
-    fn puffin(blobs: &[(&str, Option<&str>, Vec<u8>, Option<u64>)]) -> Vec<u8> {
+    /// One blob of a test Puffin file: type, codec, bytes, `cardinality` property.
+    type TestBlob<'a> = (&'a str, Option<&'a str>, Vec<u8>, Option<u64>);
+
+    /// A Puffin file of `blobs`.
+    fn puffin(blobs: &[TestBlob<'_>]) -> Vec<u8> {
         let mut out = b"PFA1".to_vec();
         let mut metas = Vec::new();
         for (ty, codec, data, card) in blobs {

@@ -16,9 +16,10 @@ export LETHE_PYTHON="${LETHE_PYTHON:-$(bash scripts/python-env.sh)}"
 if [ -z "${LETHE_SPARK_PYTHON:-}" ]; then
   spark_err="$(mktemp)"
   set +e
-  spark_vars="$(bash scripts/spark-env.sh 2> >(tee "$spark_err" >&2))"
+  spark_vars="$(bash scripts/spark-env.sh 2>"$spark_err")"
   spark_rc=$?
   set -e
+  cat "$spark_err" >&2
   if [ "$spark_rc" -eq 0 ]; then
     while IFS='=' read -r k v; do
       [ -n "$k" ] && export "$k=$v"

@@ -80,6 +80,11 @@ enum Command {
     /// run the same command again (or --resume REQUEST) to finish an erasure that stopped.
     /// Needs the register key (LETHE_REGISTER_KEY or LETHE_REGISTER_KEY_FILE).
     Erase(cmd::erase::EraseArgs),
+    /// Requests as a workflow: record what a controller instructed (an erasure, or a
+    /// restriction that never deletes), list them with days left and overdue ones, extend a
+    /// due date with a reason, lift a restriction.
+    #[command(subcommand)]
+    Request(cmd::request::RequestCommand),
     /// Table properties generated from the classifications (metrics modes, expiry settings).
     #[command(subcommand)]
     Properties(cmd::properties::PropertiesCommand),
@@ -170,6 +175,7 @@ fn main() -> ExitCode {
             Command::Sweep(a) => cmd::maintenance::sweep(a, config.as_deref()).await,
             Command::Explain(a) => cmd::explain::explain(a, config.as_deref()).await,
             Command::Erase(a) => cmd::erase::erase(a, config.as_deref()).await,
+            Command::Request(c) => cmd::request::run(c, config.as_deref()).await,
             Command::Properties(c) => cmd::properties::run(c, config.as_deref()).await,
             Command::Scan(a) => cmd::prove::scan(a, config.as_deref()).await,
             Command::Attest(a) => cmd::prove::attest(a, config.as_deref()).await,

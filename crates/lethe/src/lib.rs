@@ -10,6 +10,8 @@
 //! - [`pipeline`]: the SQL pipelines DataFusion runs, with their column lineage recorded;
 //! - [`erasure`]: plan and explain, erase (journal, case files), prove, attest, mentions and
 //!   the register;
+//! - [`requests`]: requests as a workflow — kinds (erasure, restriction), due dates, states,
+//!   the controller's instruction, a restriction's scope;
 //! - [`access`]: consent states, the access policy, the enforced query path and its audit log;
 //! - [`onboarding`]: `lethe init` for an existing catalog, and discovery of what its columns
 //!   hold;
@@ -29,6 +31,7 @@ pub mod keys;
 pub mod lifecycle;
 pub mod onboarding;
 pub mod pipeline;
+pub mod requests;
 pub mod stores;
 pub mod tomlfile;
 pub mod workspace;

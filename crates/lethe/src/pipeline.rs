@@ -13,6 +13,11 @@
 //! Lineage comes from the query's logical plan ([`lethe_sql::column_lineage`]), never from the
 //! SQL text. A failing pipeline leaves the target table as it was: nothing is committed until
 //! the whole result is written.
+//!
+//! While a restriction is in force ([`crate::requests::scope`]), every input table its scope
+//! reaches is read through a view that leaves the restricted subject's rows out, so no
+//! pipeline run processes them; the column lineage is still taken from the query over the
+//! tables themselves, so a restriction changes no lineage.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -202,6 +207,15 @@ pub async fn table_provider(
 
 /// A DataFusion session with every catalog table registered as `namespace.table`.
 pub async fn session(ws: &Workspace) -> Result<SessionContext> {
+    session_restricted(ws, &crate::requests::scope::Restrictions::default()).await
+}
+
+/// [`session`], with the tables `restrictions` reach registered as views that leave the
+/// restricted subjects' rows out.
+pub async fn session_restricted(
+    ws: &Workspace,
+    restrictions: &crate::requests::scope::Restrictions,
+) -> Result<SessionContext> {
     let ctx = SessionContext::new();
     let catalog = ctx
         .catalog("datafusion")
@@ -217,7 +231,24 @@ pub async fn session(ws: &Workspace) -> Result<SessionContext> {
             s
         });
         use datafusion::catalog::SchemaProvider;
-        schema.register_table(name.name.clone(), provider)?;
+        match restrictions.filter(&name.to_string()) {
+            Some((keep, _)) => {
+                let view = datafusion::logical_expr::LogicalPlanBuilder::scan(
+                    datafusion::common::TableReference::from(name.to_string()),
+                    datafusion::datasource::provider_as_source(provider),
+                    None,
+                )?
+                .filter(keep)?
+                .build()?;
+                schema.register_table(
+                    name.name.clone(),
+                    Arc::new(datafusion::catalog::view::ViewTable::new(view, None)),
+                )?;
+            }
+            None => {
+                schema.register_table(name.name.clone(), provider)?;
+            }
+        }
     }
     Ok(ctx)
 }
@@ -241,6 +272,17 @@ pub async fn run_with(
     let df = ctx.sql(&p.sql).await.map_err(|e| fail(e.to_string()))?;
     let lineage = lethe_sql::column_lineage(df.logical_plan())
         .map_err(|e| fail(format!("column lineage: {e}")))?;
+    let restrictions = crate::requests::scope::Restrictions::active(&ws.config.paths.state)?;
+    let (ctx, df) = if restrictions.is_empty() {
+        (ctx, df)
+    } else {
+        let restricted = session_restricted(ws, &restrictions).await?;
+        let df = restricted
+            .sql(&p.sql)
+            .await
+            .map_err(|e| fail(e.to_string()))?;
+        (restricted, df)
+    };
     let batches = df.collect().await.map_err(|e| fail(e.to_string()))?;
     let rows: u64 = batches.iter().map(|b| b.num_rows() as u64).sum();
     let wh = &ws.warehouse;

@@ -153,6 +153,7 @@ pub async fn run(c: ConsentCommand, config: Option<&Path>) -> anyhow::Result<Exi
                     min_age: min_age.as_deref().map(parse_duration).transpose()?,
                     accept_incomplete: false,
                     key_file: None,
+                    day: None,
                 };
                 let spec = RequestSpec {
                     request: request.unwrap_or_default(),

@@ -14,14 +14,20 @@ use crate::out;
 
 /// Arguments of `lethe erase`.
 #[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("who").required(true).args(["subject", "subjects_file", "resume"])))]
+#[command(group(clap::ArgGroup::new("who").required(true).args(["subject", "subjects_file", "resume", "request"])))]
 pub struct EraseArgs {
-    /// The subject, as NAME=ID (e.g. learner=3590).
+    /// The subject, as NAME=ID (e.g. learner=3590); opens the request when it has no record.
     #[arg(long, requires = "request")]
     subject: Option<String>,
-    /// The request ID recorded in every commit and in the register (e.g. erasure-0001).
+    /// The request ID recorded in every commit and in the register (e.g. erasure-0001). Alone,
+    /// it erases a request opened with `lethe request open` (and, once its legal holds have
+    /// ended, finishes the steps they held).
     #[arg(long)]
     request: Option<String>,
+    /// The day legal holds are judged on, and a new request's received day (YYYY-MM-DD;
+    /// default: today).
+    #[arg(long, value_name = "DAY")]
+    day: Option<String>,
     /// Erase many subjects in one pass: one `REQUEST NAME=ID` per line.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["subject", "request"])]
     subjects_file: Option<PathBuf>,
@@ -63,6 +69,11 @@ pub async fn erase(a: EraseArgs, config: Option<&Path>) -> anyhow::Result<ExitCo
         }
     } else if let Some(f) = &a.subjects_file {
         parse_subjects_file(f)?
+    } else if a.subject.is_none() {
+        vec![lethe::erasure::intake::spec_of(
+            &ws,
+            a.request.as_deref().unwrap_or_default(),
+        )?]
     } else {
         let s = SubjectRef::parse(a.subject.as_deref().unwrap_or_default())?;
         vec![RequestSpec {
@@ -76,6 +87,11 @@ pub async fn erase(a: EraseArgs, config: Option<&Path>) -> anyhow::Result<ExitCo
         min_age: a.min_age.as_deref().map(parse_duration).transpose()?,
         accept_incomplete: a.accept_incomplete,
         key_file: None,
+        day: a
+            .day
+            .as_deref()
+            .map(lethe::governance::retention::parse_day)
+            .transpose()?,
     };
     let quiet = a.json;
     let bars = out::StageBars::new();
@@ -121,15 +137,38 @@ pub async fn erase(a: EraseArgs, config: Option<&Path>) -> anyhow::Result<ExitCo
         out::json(&report)?;
         return Ok(ExitCode::SUCCESS);
     }
+    let held: Vec<&lethe::erasure::erase::JournalStep> =
+        j.steps.iter().filter(|s| s.is_held()).collect();
     if report.already_complete {
-        println!(
-            "erasure {} is already complete ({}); nothing to do",
-            j.batch,
-            j.finished_at.clone().unwrap_or_default()
-        );
+        if held.is_empty() {
+            println!(
+                "erasure {} is already complete ({}); nothing to do",
+                j.batch,
+                j.finished_at.clone().unwrap_or_default()
+            );
+        } else {
+            println!(
+                "erasure {} is finished but for {} step(s) a legal hold still keeps:",
+                j.batch,
+                held.len()
+            );
+            for s in &held {
+                if let Some(h) = &s.held {
+                    println!("  {}: HELD by `{}` until {}", s.table, h.hold, h.until);
+                }
+            }
+        }
         return Ok(ExitCode::SUCCESS);
     }
     print_summary(&ws, j, report.dry_run)?;
+    for s in &held {
+        if let Some(h) = &s.held {
+            println!(
+                "HELD {}: legal hold `{}` until {} ({}; decided by the {}); rerun `lethe erase --request {} --day DAY` after it ends",
+                s.table, h.hold, h.until, h.basis, h.decided_by, j.requests[0].request
+            );
+        }
+    }
     if !report.dry_run {
         let pending = j.stores.iter().any(|s| !s.state.settled());
         let r = &j.requests[0].request;
@@ -175,7 +214,11 @@ fn print_summary(
             rows.push(vec![
                 s.table.clone(),
                 "iceberg table".into(),
-                s.action.to_string(),
+                if s.is_held() {
+                    format!("HELD ({})", s.action)
+                } else {
+                    s.action.to_string()
+                },
                 match s.action {
                     Action::Delete | Action::Rewrite => format!(
                         "{} value(s) of {}",
@@ -294,6 +337,7 @@ impl EraseArgs {
             dry_run: false,
             min_age: Some(min_age.into()),
             accept_incomplete: false,
+            day: None,
             json: false,
         }
     }

@@ -12,6 +12,7 @@ pub mod pipeline;
 pub mod properties;
 pub mod prove;
 pub mod query;
+pub mod request;
 pub mod retention;
 pub mod stores;
 pub mod verify;

@@ -85,6 +85,11 @@ pub enum RegisterCommand {
         /// With tombstone: further columns to set to null.
         #[arg(long = "null", value_name = "COLUMN")]
         null_columns: Vec<String>,
+        /// Where to keep the rows of subjects under a restriction (same format, mode 0600):
+        /// they are held apart, not loaded and not dropped, until the restriction is lifted.
+        /// Without it, a batch holding such rows is refused and nothing is written.
+        #[arg(long, value_name = "FILE")]
+        held: Option<PathBuf>,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -114,7 +119,12 @@ async fn cases_for(
     a: &ScanArgs,
 ) -> anyhow::Result<Vec<CaseFile>> {
     if let Some(r) = &a.request {
-        if find_request(ws, r)?.is_none() {
+        // An erasure's case file, or a restriction's (its traces, noted when it was recorded).
+        if find_request(ws, r)?.is_none()
+            && lethe::requests::Requests::in_state(&ws.config.paths.state)
+                .find(r)?
+                .is_none_or(|x| x.kind != lethe::requests::Kind::Restriction)
+        {
             anyhow::bail!("no erasure with request {r}");
         }
         return Ok(vec![read_case(ws, r)?]);
@@ -218,9 +228,20 @@ pub async fn attest(a: AttestArgs, config: Option<&Path>) -> anyhow::Result<Exit
     .await?;
     out::progress_done();
     if let Some(f) = &a.html {
-        let j = find_request(&ws, &a.request)?
-            .and_then(|j| j.plan)
-            .ok_or_else(|| anyhow::anyhow!("no plan"))?;
+        let j = match find_request(&ws, &a.request)?.and_then(|j| j.plan) {
+            Some(p) => p,
+            // A restriction's manifest has no erasure plan.
+            None if att.workflow.restriction.is_some() => lethe::erasure::plan::Plan {
+                subject: att.subject.get("kind").cloned().unwrap_or_default(),
+                lineage_since: None,
+                steps: Vec::new(),
+                coverage: Default::default(),
+                verdict: lethe::erasure::plan::Verdict::Complete,
+                blocked: Default::default(),
+                dot: String::new(),
+            },
+            None => anyhow::bail!("no plan"),
+        };
         std::fs::write(f, lethe::erasure::attest::html(&att, &j))?;
     }
     if a.json {
@@ -286,6 +307,37 @@ pub async fn attest(a: AttestArgs, config: Option<&Path>) -> anyhow::Result<Exit
                 "outside the warehouse: {} ({}; ends {}; control: {})",
                 r.place, r.basis, r.expires, r.control
             );
+        }
+        let w = &att.workflow;
+        if let (Some(kind), Some(received), Some(due)) = (w.kind, w.received, w.due) {
+            println!(
+                "{kind} request received {received}, due {due}{}{}; {}",
+                w.controller
+                    .as_ref()
+                    .map(|c| format!(", instructed by {c}"))
+                    .unwrap_or_default(),
+                w.reference
+                    .as_ref()
+                    .map(|r| format!(" (reference {r})"))
+                    .unwrap_or_default(),
+                w.state.map(|s| s.to_string()).unwrap_or_default()
+            );
+        }
+        for c in &w.certifications {
+            println!("certified {} ({})", c.at, c.verdict);
+        }
+        if let Some(r) = &w.restriction {
+            for t in &r.suspended {
+                println!(
+                    "suspended: {}{}: {}",
+                    t.table,
+                    t.rows.map(|n| format!(" ({n} row(s))")).unwrap_or_default(),
+                    t.how
+                );
+            }
+        }
+        if let Some(r) = &w.refusal {
+            println!("{r}");
         }
         for r in &att.verdict.remaining {
             println!("remains: {r}");
@@ -423,6 +475,7 @@ pub async fn register(c: RegisterCommand, config: Option<&Path>) -> anyhow::Resu
             subject,
             column,
             null_columns,
+            held,
             json,
         } => {
             let gov = ws.governance()?;
@@ -463,14 +516,37 @@ pub async fn register(c: RegisterCommand, config: Option<&Path>) -> anyhow::Resu
                 mode,
                 &null_columns,
             )?;
+            let restricted =
+                lethe::requests::scope::restricted_hashes(&ws.config.paths.state, &subject)?;
+            let (kept, held_rows) = lethe::requests::scope::hold_restricted(
+                &kept,
+                &key,
+                &restricted,
+                &subject,
+                &column,
+            )?;
+            let held_n = lethe::requests::scope::rows(&held_rows);
+            if held_n > 0 {
+                let Some(h) = &held else {
+                    anyhow::bail!(
+                        "{held_n} row(s) belong to subjects under a restriction: name --held FILE to keep them apart (they must not be loaded, nor dropped); nothing was written"
+                    );
+                };
+                lethe::batchio::write_batches(h, &held_rows)?;
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(h, std::fs::Permissions::from_mode(0o600))?;
+            }
             lethe::batchio::write_batches(&output, &kept)?;
             if json {
-                out::json(&stats)?;
+                let mut v = serde_json::to_value(&stats)?;
+                v["held"] = held_n.into();
+                v["rows_out"] = lethe::requests::scope::rows(&kept).into();
+                out::json(&v)?;
             } else {
                 println!(
-                    "{} row(s) in, {} out, {} of erased subjects {}",
+                    "{} row(s) in, {} out, {held_n} of restricted subjects held apart, {} of erased subjects {}",
                     stats.rows_in,
-                    stats.rows_out,
+                    lethe::requests::scope::rows(&kept),
                     stats.suppressed,
                     if mode == SuppressMode::Drop {
                         "dropped"

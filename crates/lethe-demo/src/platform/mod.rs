@@ -67,6 +67,40 @@ async fn table_schema(ws: &Workspace, table: &str) -> Result<ArrowSchema> {
     ))
 }
 
+/// Learners under a restriction are held by a load filtered by the register (`suppress`): the
+/// rows `table` has for them stay as they were, the application database's versions are not
+/// loaded (their processing is suspended until the restriction is lifted).
+async fn hold_restricted(
+    ws: &Workspace,
+    suppress: bool,
+    table: &str,
+    batches: Vec<arrow::array::RecordBatch>,
+) -> Result<Vec<arrow::array::RecordBatch>> {
+    if !suppress {
+        return Ok(batches);
+    }
+    let restricted = lethe::requests::scope::restricted_hashes(&ws.config.paths.state, "learner")?;
+    if restricted.is_empty() {
+        return Ok(batches);
+    }
+    let gov = ws.governance()?;
+    let (_, column) = gov.subjects.get("learner")?.root()?;
+    let key = lethe::erasure::register::RegisterKey::load(
+        lethe::erasure::register::default_key_file(ws).as_deref(),
+    )?;
+    let (mut kept, _) =
+        lethe::requests::scope::hold_restricted(&batches, &key, &restricted, "learner", &column)?;
+    let wh = &ws.warehouse;
+    let t = wh.load(&TableName::parse(table)?).await?;
+    let current =
+        lethe_iceberg::ops::rewrite::select_rows(wh, &t, &lethe_iceberg::predicate::Predicate::True)
+            .await?;
+    let (_, stored) =
+        lethe::requests::scope::hold_restricted(&current, &key, &restricted, "learner", &column)?;
+    kept.extend(stored);
+    Ok(kept)
+}
+
 /// The demo's nightly job: reload crm.learners and support.tickets from the application
 /// database (which holds whoever nobody erased there), crm.learners optionally through the
 /// register's suppression; rerun every pipeline; rebuild the search index when there is one.
@@ -101,6 +135,7 @@ pub async fn reload(ws: &Workspace, suppress: bool) -> Result<ReloadReport> {
             Ok((kept, stats.suppressed))
         };
     let (batches, suppressed) = filter(batches)?;
+    let batches = hold_restricted(ws, suppress, "crm.learners", batches).await?;
     let rows_loaded = batches.iter().map(|b| b.num_rows() as u64).sum();
     let mut summary = BTreeMap::new();
     summary.insert(
@@ -121,6 +156,7 @@ pub async fn reload(ws: &Workspace, suppress: bool) -> Result<ReloadReport> {
     let (tickets, tickets_suppressed) = filter(vec![
         appdb::read(&ws.config.root, &db, "tickets", &tickets_schema).await?,
     ])?;
+    let tickets = hold_restricted(ws, suppress, "support.tickets", tickets).await?;
     let tickets_loaded = tickets.iter().map(|b| b.num_rows() as u64).sum();
     lethe_iceberg::ops::rewrite::replace_contents(
         &ws.warehouse,

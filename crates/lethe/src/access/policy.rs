@@ -28,6 +28,10 @@
 //! "crm.learners" = "status <> 'suspended'"    # `$name` is the principal's attribute `name`
 //! ```
 //!
+//! Restricted subjects (a restriction request, [`crate::requests`]): their rows are left out
+//! of every table a role reads, unless the role says `restricted = "show"` (the privacy
+//! role, which handles the dispute). The default is `"hide"`.
+//!
 //! Masks: `clear`; `null`; `pseudonym` (HMAC-SHA256 of the value's text under the pseudonym
 //! key, first 16 hex characters: the same value gives the same pseudonym in every table, so
 //! joins still work); `year` (a date or timestamp's year); `{ prefix = N }` (a string's first N
@@ -178,6 +182,17 @@ pub enum Unclassified {
     Allow,
 }
 
+/// Whether a role sees the rows of subjects under a restriction.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Restricted {
+    /// Left out (the default).
+    #[default]
+    Hide,
+    /// Shown (the privacy role, which handles the dispute).
+    Show,
+}
+
 /// Masks by classification. A classification left out is masked `null`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -214,6 +229,9 @@ pub struct Role {
     /// Per-table row filters: SQL boolean expressions over the table's stored columns.
     #[serde(default)]
     pub row_filters: BTreeMap<String, String>,
+    /// Rows of restricted subjects: hide (default) or show.
+    #[serde(default)]
+    pub restricted: Restricted,
 }
 
 /// The whole file.

@@ -15,6 +15,11 @@
 //! and nothing of the key. The function is not registered in the session, so SQL can't call it
 //! on a value of its choosing (which would turn pseudonyms back into IDs).
 //!
+//! Restrictions ([`crate::requests::scope`]): while a restriction is in force, the view of
+//! every table its scope reaches also filters the restricted subject's rows out, under the row
+//! filter, for every role but those whose policy says `restricted = "show"`. The audit entry
+//! names the restriction requests applied.
+//!
 //! Guarantees:
 //! - Only a single `SELECT` (or `EXPLAIN` of one) runs: DDL, DML, `COPY`, `SET`, external
 //!   tables and file paths are refused. Every table the SQL names must be one the principal's
@@ -507,6 +512,8 @@ pub struct Enforcer {
     policy: Policy,
     /// Every catalog table's provider (never registered in a session) and schema.
     tables: BTreeMap<String, Arc<dyn TableProvider>>,
+    /// The restrictions in force.
+    restrictions: crate::requests::scope::Restrictions,
 }
 
 impl std::fmt::Debug for Enforcer {
@@ -542,11 +549,13 @@ impl Enforcer {
             .map(|(n, p)| (n.clone(), p.schema().as_ref().clone()))
             .collect();
         policy.check(&schemas, &gov)?;
+        let restrictions = crate::requests::scope::Restrictions::active(&ws.config.paths.state)?;
         Ok(Enforcer {
             ws: ws.clone(),
             gov,
             policy,
             tables,
+            restrictions,
         })
     }
 
@@ -645,6 +654,7 @@ impl Enforcer {
             .ok_or_else(|| Error::Internal("DataFusion has no default catalog".into()))?;
         let mut schemas: BTreeMap<String, Arc<MemorySchemaProvider>> = BTreeMap::new();
         let mut scans: HashSet<usize> = HashSet::new();
+        let mut restricted: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for (t, a) in &grants {
             let raw = self
                 .tables
@@ -654,7 +664,21 @@ impl Enforcer {
             let (ns, name) = t
                 .rsplit_once('.')
                 .ok_or_else(|| Error::Internal(format!("`{t}` is not ns.table")))?;
-            let view = view_plan(t, raw.clone(), a, r.attributes, udf.as_ref())?;
+            let restriction = match r.role.restricted {
+                crate::access::policy::Restricted::Show => None,
+                crate::access::policy::Restricted::Hide => self.restrictions.filter(t),
+            };
+            if let Some((_, reqs)) = &restriction {
+                restricted.insert(t.clone(), reqs.clone());
+            }
+            let view = view_plan(
+                t,
+                raw.clone(),
+                a,
+                r.attributes,
+                udf.as_ref(),
+                restriction.as_ref().map(|(e, _)| e),
+            )?;
             let schema = match schemas.get(ns) {
                 Some(s) => s.clone(),
                 None => {
@@ -673,6 +697,7 @@ impl Enforcer {
             grants,
             denied,
             scans,
+            restricted,
             audit: AuditLog::in_state(&self.ws.config.paths.state),
             clock: self.ws.clock.clone(),
         })
@@ -686,17 +711,22 @@ fn column_names(s: &ArrowSchema) -> Vec<(String, arrow::datatypes::DataType)> {
         .collect()
 }
 
-/// The view of one table: `Projection(masks) <- Filter(row filter) <- TableScan(raw)`.
+/// The view of one table: `Projection(masks) <- Filter(row filter) <- Filter(restriction) <-
+/// TableScan(raw)`.
 fn view_plan(
     table: &str,
     raw: Arc<dyn TableProvider>,
     access: &TableAccess,
     attributes: &BTreeMap<String, String>,
     udf: Option<&Arc<ScalarUDF>>,
+    restriction: Option<&Expr>,
 ) -> Result<LogicalPlan> {
     let tref = TableReference::from(table);
     let schema = raw.schema();
     let mut b = LogicalPlanBuilder::scan(tref.clone(), provider_as_source(raw), None)?;
+    if let Some(keep) = restriction {
+        b = b.filter(keep.clone())?;
+    }
     if let Some(text) = &access.row_filter {
         let e = row_filter_expr(text, b.schema(), Some(attributes)).map_err(|why| {
             Error::Refused(format!("the row filter of `{table}` can't apply: {why}"))
@@ -735,6 +765,8 @@ pub struct Session {
     denied: BTreeMap<String, String>,
     /// Addresses of the raw providers under the views (the only scans a plan may hold).
     scans: HashSet<usize>,
+    /// Tables whose views leave restricted subjects out, with the restriction requests.
+    restricted: BTreeMap<String, Vec<String>>,
     audit: AuditLog,
     clock: Arc<dyn lethe_iceberg::clock::Clock>,
 }
@@ -893,11 +925,16 @@ impl Session {
         if let Err(why) = self.check_scans(&plan) {
             return Err(self.deny(sql, tables, why));
         }
-        let rules: Vec<String> = tables
+        let mut rules: Vec<String> = tables
             .iter()
             .filter_map(|t| self.grants.get(t))
             .flat_map(TableAccess::rules)
             .collect();
+        for t in &tables {
+            if let Some(reqs) = self.restricted.get(t) {
+                rules.push(format!("restriction {t}: {}", reqs.join(", ")));
+            }
+        }
         let entry = self.entry(sql, tables, rules, Decision::Allow, None);
         self.audit.record(&entry)?;
         Ok((plan, entry))

@@ -14,6 +14,14 @@
 //! every personal column of the tables the erasure changed ([`crate::erasure::searched`]: the
 //! attestation lists the kinds of trace searched for, and names the personal columns that were
 //! not traces — then the physical purge is INCOMPLETE and the case file's values are kept).
+//!
+//! The request itself ([`crate::erasure::evidence`]): kind, controller and reference,
+//! received / due / certified, extensions, the parts held under a legal hold with the basis
+//! (logical erasure is then PARTLY_REFUSED: everything else erased, the held tables kept and
+//! their traces expected), and a restriction's scope. A restriction's attestation is its
+//! manifest: what was suspended where, nothing deleted, no scan needed. Each attestation that
+//! answers a request is recorded in the request's record as a certification; a partly refused
+//! request finished after its hold ends is certified again, and shows both.
 
 use std::collections::BTreeMap;
 
@@ -116,15 +124,20 @@ pub struct Attestation {
     pub case_file: BTreeMap<String, String>,
     /// The verdict.
     pub verdict: Verdict,
+    /// The request: kind, controller, reference, dates, extensions, held parts, restriction.
+    #[serde(flatten)]
+    pub workflow: crate::erasure::evidence::RequestEvidence,
     /// The lineage drawing of the plan (DOT), for the HTML page.
     #[serde(skip)]
     pub dot: String,
 }
 
 impl Attestation {
-    /// Exit 0 only when both verdicts are COMPLETE.
+    /// Exit 0 only when both verdicts are COMPLETE (a restriction's manifest, which deletes
+    /// nothing, is complete as recorded).
     pub fn is_complete(&self) -> bool {
-        self.verdict.logical == "COMPLETE" && self.verdict.physical == "COMPLETE"
+        self.workflow.restriction.is_some()
+            || (self.verdict.logical == "COMPLETE" && self.verdict.physical == "COMPLETE")
     }
 }
 
@@ -135,7 +148,13 @@ pub async fn attest(
     request: &str,
     destroy: bool,
     progress: &(dyn Fn(&str) + Sync),
-) -> Result<(Attestation, ProveReport)> {
+) -> Result<(Attestation, Option<ProveReport>)> {
+    let records = crate::requests::Requests::in_state(&ws.config.paths.state);
+    if let Some(r) = records.find(request)?
+        && r.kind == crate::requests::Kind::Restriction
+    {
+        return Ok((attest_restriction(ws, &r)?, None));
+    }
     let journal: Journal = find_request(ws, request)?
         .ok_or_else(|| Error::invalid(format!("no erasure with request {request}")))?;
     let case = read_case(ws, request)?;
@@ -181,12 +200,37 @@ pub async fn attest(
     } else {
         prove(ws, std::slice::from_ref(&case), progress).await?
     };
+    let held_tables: std::collections::BTreeSet<String> = journal
+        .steps
+        .iter()
+        .filter(|s| s.is_held())
+        .map(|s| s.table.clone())
+        .collect();
     let mut tables = Vec::new();
     for (i, s) in journal.steps.iter().enumerate() {
         if !matches!(
             s.action,
             Action::Delete | Action::Rewrite | Action::Recompute
         ) {
+            continue;
+        }
+        if let Some(h) = s.held.as_ref().filter(|_| s.is_held()) {
+            remaining.push(format!(
+                "{}: HELD under legal hold `{}` until {} ({}, decided by the {}): not erased",
+                s.table, h.hold, h.until, h.basis, h.decided_by
+            ));
+            tables.push(TableEvidence {
+                table: s.table.clone(),
+                action: s.action,
+                rows_affected: 0,
+                commits: Vec::new(),
+                verified_at: now.clone(),
+                residual: TableResidual {
+                    rows: case.rows.get(&s.table).copied().unwrap_or(0),
+                    files_holding: report.tables.get(&s.table).map_or(0, |c| c.files_holding),
+                    ..Default::default()
+                },
+            });
             continue;
         }
         let mut residual = TableResidual {
@@ -263,8 +307,13 @@ pub async fn attest(
         too_young += c.files_too_young as u64;
     }
     cleanup.insert("unreferenced_files_left_too_young".into(), too_young);
-    let mut holding: Vec<String> = report
-        .hits
+    // Traces in tables a legal hold keeps are expected there: they are the held part.
+    let in_held = |h: &&crate::erasure::prove::HitView| {
+        h.table.as_ref().is_some_and(|t| held_tables.contains(t))
+    };
+    let hits: Vec<&crate::erasure::prove::HitView> =
+        report.hits.iter().filter(|h| !in_held(h)).collect();
+    let mut holding: Vec<String> = hits
         .iter()
         .map(|h| format!("{} [{}] {} {}", h.file, h.place, h.trace, h.detail))
         .collect();
@@ -272,9 +321,10 @@ pub async fn attest(
     for (f, why) in &report.unreadable {
         holding.push(format!("{f} [unreadable] {why}"));
     }
-    let mut physical_ok = report.is_clean() && too_young == 0;
-    if !report.is_clean() {
-        let mut files: Vec<&str> = report.hits.iter().map(|h| h.file.as_str()).collect();
+    let clean = hits.is_empty() && report.unreadable.is_empty();
+    let mut physical_ok = clean && too_young == 0;
+    if !clean {
+        let mut files: Vec<&str> = hits.iter().map(|h| h.file.as_str()).collect();
         files.sort();
         files.dedup();
         for f in files {
@@ -398,7 +448,9 @@ pub async fn attest(
         manifest,
         case_file,
         verdict: Verdict {
-            logical: if logical_ok {
+            logical: if logical_ok && !held_tables.is_empty() {
+                "PARTLY_REFUSED".into()
+            } else if logical_ok {
                 "COMPLETE".into()
             } else {
                 "INCOMPLETE".into()
@@ -412,8 +464,10 @@ pub async fn attest(
             },
             remaining,
         },
+        workflow: crate::erasure::evidence::for_erasure(ws, request, &journal)?,
         dot: plan_dot(&plan),
     };
+    certify(ws, &mut attestation, &held_tables)?;
     // The case file is personal data too: once COMPLETE, keep only hashes and counts.
     if destroy && attestation.is_complete() {
         let kept = CaseFile {
@@ -450,7 +504,179 @@ pub async fn attest(
     let f = evidence_dir.join(format!("{request}.json"));
     std::fs::write(&f, serde_json::to_vec_pretty(&attestation)?)
         .map_err(|e| Error::io(f.display().to_string(), e))?;
-    Ok((attestation, report))
+    Ok((attestation, Some(report)))
+}
+
+/// Records an attestation that answers the request (COMPLETE, or PARTLY_REFUSED with every
+/// other part complete) as a certification in the request's record, and moves its state.
+fn certify(
+    ws: &Workspace,
+    a: &mut Attestation,
+    held: &std::collections::BTreeSet<String>,
+) -> Result<()> {
+    let answered = a.verdict.physical == "COMPLETE"
+        && (a.verdict.logical == "COMPLETE" || a.verdict.logical == "PARTLY_REFUSED");
+    let records = crate::requests::Requests::in_state(&ws.config.paths.state);
+    let Some(mut r) = records.find(&a.request)? else {
+        return Ok(());
+    };
+    if answered {
+        r.certifications.push(crate::requests::Certification {
+            at: a.certified_at.clone(),
+            verdict: a.verdict.logical.clone(),
+            held: held.iter().cloned().collect(),
+        });
+        let state = if held.is_empty() {
+            crate::requests::State::Certified
+        } else {
+            crate::requests::State::PartlyRefused
+        };
+        r.transition(
+            state,
+            a.certified_at.clone(),
+            format!("attested {}", a.verdict.logical),
+        );
+        records.save(&r)?;
+    }
+    a.workflow.state = Some(r.state);
+    a.workflow.certifications = r.certifications.clone();
+    Ok(())
+}
+
+/// A restriction's attestation: its manifest — what was suspended where; nothing deleted, so
+/// nothing to scan for.
+fn attest_restriction(ws: &Workspace, r: &crate::requests::Request) -> Result<Attestation> {
+    let now = Utc::now().to_rfc3339();
+    let ev = crate::erasure::evidence::restriction(ws, r)?;
+    let mut remaining = Vec::new();
+    for t in &ev.not_restricted {
+        remaining.push(format!("{}: {}", t.table, t.how));
+    }
+    let logical = if ev.in_force { "RESTRICTED" } else { "LIFTED" };
+    let mut workflow = crate::erasure::evidence::from_record(Some(r));
+    workflow.restriction = Some(ev);
+    let a = Attestation {
+        request: r.id.clone(),
+        batch: r.id.clone(),
+        subject: [
+            ("kind".to_string(), r.subject.clone()),
+            ("register_hash".to_string(), r.subject_hash.clone()),
+        ]
+        .into(),
+        received_at: r.received.to_string(),
+        erased_at: None,
+        certified_at: now,
+        coverage: Coverage::default(),
+        tables: Vec::new(),
+        cleanup: BTreeMap::new(),
+        scan: BTreeMap::new(),
+        holding: Vec::new(),
+        mentions: BTreeMap::new(),
+        residuals: Vec::new(),
+        case_file: BTreeMap::new(),
+        verdict: Verdict {
+            logical: logical.into(),
+            physical: "NOT_APPLICABLE".into(),
+            remaining,
+        },
+        workflow,
+        dot: String::new(),
+    };
+    let evidence_dir = ws.config.paths.state.join("attestations");
+    std::fs::create_dir_all(&evidence_dir)
+        .map_err(|e| Error::io(evidence_dir.display().to_string(), e))?;
+    let f = evidence_dir.join(format!("{}.json", r.id));
+    std::fs::write(&f, serde_json::to_vec_pretty(&a)?)
+        .map_err(|e| Error::io(f.display().to_string(), e))?;
+    Ok(a)
+}
+
+/// The request's part of the HTML page: instruction, dates, extensions, certifications, the
+/// partial refusal with its held parts, a restriction's scope.
+fn workflow_html(a: &Attestation, esc: &dyn Fn(&str) -> String) -> String {
+    let w = &a.workflow;
+    let opt = |v: &Option<String>| esc(v.as_deref().unwrap_or("-"));
+    let day = |d: Option<chrono::NaiveDate>| d.map_or("-".to_string(), |d| d.to_string());
+    let mut h = format!(
+        "<h2>The request</h2><table><tr><td>kind</td><td>{}</td></tr><tr><td>instructed by (controller)</td><td>{}</td></tr><tr><td>controller's reference</td><td>{}</td></tr><tr><td>received</td><td>{}</td></tr><tr><td>due</td><td>{}</td></tr><tr><td>state</td><td>{}</td></tr><tr><td>certified</td><td>{}</td></tr></table>",
+        w.kind.map_or("-".to_string(), |k| k.to_string()),
+        opt(&w.controller),
+        opt(&w.reference),
+        day(w.received),
+        day(w.due),
+        w.state.map_or("-".to_string(), |s| s.to_string()),
+        if w.certifications.is_empty() {
+            "not yet".to_string()
+        } else {
+            w.certifications
+                .iter()
+                .map(|c| format!("{} ({})", esc(&c.at), esc(&c.verdict)))
+                .collect::<Vec<_>>()
+                .join("; ")
+        }
+    );
+    for e in &w.extensions {
+        h.push_str(&format!(
+            "<p>Extended by {} month(s) on {}: due {} (was {}). Reason: {}{}</p>",
+            e.months,
+            e.recorded_on,
+            e.due_after,
+            e.due_before,
+            esc(&e.reason),
+            if e.late {
+                " (recorded after the due day it extends)"
+            } else {
+                ""
+            }
+        ));
+    }
+    if let Some(r) = &w.refusal {
+        h.push_str(&format!("<h2>Partial refusal</h2><p>{}</p>", esc(r)));
+    }
+    if !w.held.is_empty() {
+        h.push_str("<table><tr><th>held</th><th>action when released</th><th>hold</th><th>basis</th><th>decided by</th><th>until</th><th>released</th></tr>");
+        for p in &w.held {
+            h.push_str(&format!(
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&p.system),
+                esc(&p.action_when_released),
+                esc(&p.hold),
+                esc(&p.basis),
+                esc(&p.decided_by),
+                p.until,
+                day(p.released_on)
+            ));
+        }
+        h.push_str("</table>");
+    }
+    if !w.ended_restrictions.is_empty() {
+        h.push_str(&format!(
+            "<p>This erasure ended restriction(s) {}.</p>",
+            esc(&w.ended_restrictions.join(", "))
+        ));
+    }
+    if let Some(r) = &w.restriction {
+        h.push_str(&format!(
+            "<h2>Restriction</h2><p>In force since {}{}. Nothing was deleted. Roles that still see the rows: {}.</p><table><tr><th>table</th><th>suspended how</th><th>column</th><th>rows</th></tr>",
+            r.since,
+            match (&r.lifted_on, &r.lifted_by) {
+                (Some(d), Some(by)) => format!("; lifted on {d} by {}", esc(by)),
+                _ => String::new(),
+            },
+            esc(&r.visible_to_roles.join(", "))
+        ));
+        for t in r.suspended.iter().chain(&r.not_restricted) {
+            h.push_str(&format!(
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&t.table),
+                esc(&t.how),
+                esc(t.column.as_deref().unwrap_or("-")),
+                t.rows.map_or("-".to_string(), |n| n.to_string())
+            ));
+        }
+        h.push_str("</table>");
+    }
+    h
 }
 
 /// A DOT drawing of the plan's tables (nodes by action) for people.
@@ -608,7 +834,7 @@ pub fn html(a: &Attestation, plan: &crate::erasure::plan::Plan) -> String {
         "<!doctype html><html><head><meta charset=\"utf-8\"><title>Erasure attestation {req}</title>\
 <style>body{{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left}}.v{{font-size:1.4em;font-weight:bold}}</style></head><body>\
 <h1>Erasure attestation</h1><p>Request <b>{req}</b> (batch {batch}) for a <b>{kind}</b>, register hash <code>{hash}</code>. Received {rec}; erased {era}; certified {cert}.</p>\
-<p class=\"v\">Logical erasure: {log} &middot; Physical purge: {phys}</p><h2>What remains</h2>{rem}\
+<p class=\"v\">Logical erasure: {log} &middot; Physical purge: {phys}</p>{workflow}<h2>What remains</h2>{rem}\
 <h2>Plan</h2><p>Coverage: {disc} tables discovered, {res} resolved automatically, {ex} exempt, {unres} unresolved ({pct:.1}%).</p>{svg}\
 <h2>Manifest: every system ({mstatus})</h2><p>Received {rec}; deadline {deadline}; certified {certified}.</p><table><tr><th>system</th><th>kind</th><th>action</th><th>mechanism</th><th>records</th><th>started</th><th>verified</th><th>took</th><th>residual</th></tr>{systems}</table><h3>Hand-offs</h3>{hand_offs}\
 <h2>Per table</h2><table><tr><th>table</th><th>action</th><th>rows affected</th><th>commits</th><th>residual</th></tr>{rows}</table>\
@@ -626,6 +852,7 @@ pub fn html(a: &Attestation, plan: &crate::erasure::plan::Plan) -> String {
         rec = esc(&a.received_at),
         era = esc(a.erased_at.as_deref().unwrap_or("not finished")),
         cert = esc(&a.certified_at),
+        workflow = workflow_html(a, &esc),
         log = a.verdict.logical,
         phys = a.verdict.physical,
         rem = list(&a.verdict.remaining),

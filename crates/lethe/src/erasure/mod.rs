@@ -4,12 +4,17 @@
 //! [`mentions`] finds rows that name the subject in free text; [`searched`] accounts for what
 //! the scan searched for; [`attest`] issues the attestation with the request's [`manifest`]
 //! (every system, warehouse tables and the stores outside it); the [`register`] keeps keyed
-//! hashes of erased subjects, and [`replay`] deletes them again after a restore.
+//! hashes of erased subjects, and [`replay`] deletes them again after a restore. [`intake`]
+//! opens a request (its record, case file and a restriction's scope); [`holds`] applies legal
+//! holds; [`evidence`] puts the request into the attestation.
 
 pub mod attest;
 pub mod case;
 pub mod erase;
+pub mod evidence;
 pub mod explain;
+pub mod holds;
+pub mod intake;
 pub mod manifest;
 pub mod mentions;
 pub mod plan;

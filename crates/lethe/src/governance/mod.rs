@@ -1,5 +1,5 @@
 //! Governance as reviewed files in `governance/`: classifications, retention rules and legal
-//! exceptions, privacy subjects.
+//! exceptions, privacy subjects, legal holds.
 //!
 //! Every file is parsed with errors naming the file, line and key ([`crate::tomlfile`]). Columns
 //! may be nested paths (`contact.email`, `addresses.element.street`), checked against the
@@ -7,6 +7,7 @@
 //! isn't a date) are in [`crate::lifecycle::retention::check_rules`] and friends, and report the line of
 //! the offending key too.
 
+pub mod holds;
 pub mod identifiers;
 pub mod metadata;
 pub mod paths;
@@ -28,6 +29,8 @@ pub struct Governance {
     pub retention: retention::RetentionFile,
     /// `subjects.toml`.
     pub subjects: subjects::SubjectsFile,
+    /// `holds.toml`: legal holds.
+    pub holds: holds::HoldsFile,
 }
 
 impl Governance {
@@ -38,6 +41,7 @@ impl Governance {
             metadata: metadata::MetadataFile::load(&dir.join("metadata.toml"))?,
             retention: retention::RetentionFile::load(&dir.join("retention.toml"))?,
             subjects: subjects::SubjectsFile::load(&dir.join("subjects.toml"))?,
+            holds: holds::HoldsFile::load(&dir.join("holds.toml"))?,
         })
     }
 }

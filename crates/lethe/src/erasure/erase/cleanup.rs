@@ -39,7 +39,7 @@ pub(super) async fn clean_up(
             matches!(
                 s.action,
                 Action::Delete | Action::Rewrite | Action::Recompute
-            )
+            ) && !s.is_held()
         })
         .map(|s| s.table.clone())
         .collect();

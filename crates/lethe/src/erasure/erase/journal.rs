@@ -45,6 +45,10 @@ pub struct JournalStep {
     /// When the step's commit landed (RFC 3339).
     #[serde(default)]
     pub finished_at: Option<String>,
+    /// A legal hold keeping the step from running until it ends (the step stays not done,
+    /// its values kept in this journal).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<crate::erasure::plan::Held>,
 }
 
 /// Cleanup counts for one table.
@@ -104,6 +108,13 @@ impl Journal {
                     super::stores::StoreState::Failed | super::stores::StoreState::Reopened
                 )
             })
+    }
+}
+
+impl JournalStep {
+    /// Held under a legal hold that has not been released: not carried out yet.
+    pub fn is_held(&self) -> bool {
+        !self.done && self.held.as_ref().is_some_and(|h| h.released_on.is_none())
     }
 }
 

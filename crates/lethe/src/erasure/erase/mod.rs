@@ -28,6 +28,17 @@
 //! ([`stores`]). A store that fails (a vendor's 5xx after the retries) stops the erasure with
 //! the request open: rerunning resumes at that store.
 //!
+//! Legal holds (`governance/holds.toml`, [`crate::erasure::holds`]) in force on the day the
+//! erasure is given mark steps HELD: they are not carried out, their values stay in the
+//! journal, and the erasure finishes everything else. Rerunning the request on a day the hold
+//! no longer holds releases and carries out the held steps (and cleans up their tables).
+//!
+//! Every erasure has a request record ([`crate::requests`]): one opened with `lethe request
+//! open`, or one opened here for a request that has none. The record moves to *in progress*,
+//! then *pending verification* when the erasure finishes (*failed* when it stops with an
+//! error), and an erasure of a restricted subject ends the restriction and says so in both
+//! records.
+//!
 //! The durable steps are named functions here: [`prepare`] and the preflight
 //! (`prepare.rs`), `register_requests`, the stores before the warehouse, `run_steps`, the
 //! cleanup (`cleanup.rs`), the stores after it and their verification (`stores.rs`), and
@@ -77,6 +88,9 @@ pub struct EraseOptions {
     pub accept_incomplete: bool,
     /// Where the register key file is, if not in the environment.
     pub key_file: Option<PathBuf>,
+    /// The day legal holds are judged on, and a new request's received day (None: today by
+    /// the workspace's clock).
+    pub day: Option<chrono::NaiveDate>,
 }
 
 /// What an erasure did.
@@ -106,19 +120,83 @@ pub async fn erase(
     let batch = batch_id(requests);
     let key_file = opts.key_file.clone().or_else(|| default_key_file(ws));
     let key = RegisterKey::load(key_file.as_deref())?;
+    let day = crate::erasure::holds::day_or_today(ws, opts.day);
+    let gov = ws.governance()?;
     let existing = match earlier_run(ws, &batch, requests, &key)? {
         Earlier::Finished(j) => {
-            return Ok(EraseReport {
-                journal: *j,
-                already_complete: true,
-                dry_run: opts.dry_run,
-            });
+            let mut j = *j;
+            if opts.dry_run || release_holds(ws, &gov, &mut j, day).await? == 0 {
+                return Ok(EraseReport {
+                    journal: j,
+                    already_complete: true,
+                    dry_run: opts.dry_run,
+                });
+            }
+            progress(&format!(
+                "legal holds ended by {day}: finishing the held steps of {batch}"
+            ));
+            Some(j)
         }
         Earlier::Unfinished(j) => Some(*j),
         Earlier::None => None,
     };
-    let gov = ws.governance()?;
     gov.subjects.get(&requests[0].subject)?;
+    if !opts.dry_run {
+        crate::erasure::intake::ensure_records(ws, requests, &key, day)?;
+    }
+    let result = erase_planned(ws, &gov, requests, existing, opts, &key, day, progress).await;
+    if !opts.dry_run {
+        let records = crate::requests::Requests::in_state(&ws.config.paths.state);
+        let at = crate::erasure::intake::now();
+        match &result {
+            Ok(r) if !r.dry_run => {
+                let held = r.journal.steps.iter().filter(|s| s.is_held()).count();
+                for q in &r.journal.requests {
+                    records.update(&q.request, |rec| {
+                        let note = if held > 0 {
+                            format!("erasure finished; {held} step(s) held under a legal hold")
+                        } else {
+                            "erasure finished".to_string()
+                        };
+                        rec.transition(
+                            crate::requests::State::PendingVerification,
+                            at.clone(),
+                            note,
+                        );
+                    })?;
+                }
+            }
+            Ok(_) => {}
+            Err(e) if load_journal(ws, &batch)?.is_some() => {
+                for q in requests {
+                    records.update(&q.request, |rec| {
+                        rec.transition(
+                            crate::requests::State::Failed,
+                            at.clone(),
+                            format!("the erasure stopped: {e}; rerun it to go on"),
+                        );
+                    })?;
+                }
+            }
+            Err(_) => {}
+        }
+    }
+    result
+}
+
+/// The erasure from its plan on: durable steps 1 to 4 and the finish.
+#[allow(clippy::too_many_arguments)]
+async fn erase_planned(
+    ws: &Workspace,
+    gov: &crate::governance::Governance,
+    requests: &[RequestSpec],
+    existing: Option<Journal>,
+    opts: &EraseOptions,
+    key: &RegisterKey,
+    day: chrono::NaiveDate,
+    progress: &dyn Fn(&str),
+) -> Result<EraseReport> {
+    let batch = batch_id(requests);
 
     // 1. Planned: the plan, the preflight, case files and the journal.
     let mut journal = match existing {
@@ -126,7 +204,7 @@ pub async fn erase(
             progress(&format!("resuming erasure {batch}"));
             j
         }
-        None => match plan_erasure(ws, &gov, requests, opts, &key, progress).await? {
+        None => match plan_erasure(ws, gov, requests, opts, key, day, progress).await? {
             Planned::DryRun(j) => {
                 return Ok(EraseReport {
                     journal: *j,
@@ -150,8 +228,18 @@ pub async fn erase(
         .map(|r| r.request.clone())
         .collect::<Vec<_>>()
         .join(",");
+    let records = crate::requests::Requests::in_state(&ws.config.paths.state);
+    for q in &journal.requests {
+        records.update(&q.request, |rec| {
+            rec.transition(
+                crate::requests::State::InProgress,
+                crate::erasure::intake::now(),
+                "erasure started",
+            );
+        })?;
+    }
     // 2. Registered, before the first delete.
-    register_requests(ws, &mut journal, &key)?;
+    register_requests(ws, &mut journal, key)?;
     // The warehouse's sources, deleted and probed clean before anything loaded from them.
     stores::delete_stores(ws, &mut journal, true, progress).await?;
     // 3. The plan's steps, in order.
@@ -161,6 +249,7 @@ pub async fn erase(
     // The stores built from the warehouse (and the others), then every store probed.
     stores::delete_stores(ws, &mut journal, false, progress).await?;
     stores::verify_stores(ws, &mut journal, progress).await?;
+    end_restrictions(ws, &journal, key, day)?;
     finish(ws, &mut journal)?;
     Ok(EraseReport {
         journal,
@@ -263,7 +352,7 @@ async fn run_steps(
     progress: &dyn Fn(&str),
 ) -> Result<()> {
     for i in 0..journal.steps.len() {
-        if journal.steps[i].done {
+        if journal.steps[i].done || journal.steps[i].is_held() {
             continue;
         }
         let step = journal.steps[i].clone();
@@ -340,7 +429,8 @@ fn finish(ws: &Workspace, journal: &mut Journal) -> Result<()> {
     for r in &mut journal.requests {
         r.id.clear();
     }
-    for s in &mut journal.steps {
+    // Held steps keep their values until the hold ends and they are carried out.
+    for s in journal.steps.iter_mut().filter(|s| !s.is_held()) {
         s.values.clear();
     }
     if let Some(p) = journal.plan.as_mut() {
@@ -350,6 +440,82 @@ fn finish(ws: &Workspace, journal: &mut Journal) -> Result<()> {
     }
     journal.finished_at = Some(Utc::now().to_rfc3339());
     save_journal(ws, journal)
+}
+
+/// Rerunning a finished erasure: releases the held steps whose holds no longer hold on `day`
+/// (past `until`, or removed from holds.toml). Returns how many it released.
+async fn release_holds(
+    ws: &Workspace,
+    gov: &crate::governance::Governance,
+    j: &mut Journal,
+    day: chrono::NaiveDate,
+) -> Result<usize> {
+    if !j.steps.iter().any(JournalStep::is_held) {
+        return Ok(0);
+    }
+    let tables: Vec<String> = ws
+        .warehouse
+        .tables()
+        .await?
+        .iter()
+        .map(|t| t.to_string())
+        .collect();
+    let still = crate::erasure::holds::holds_in_force(ws, gov, &j.requests, day, &tables)?;
+    let mut released = 0;
+    for s in j.steps.iter_mut().filter(|s| s.is_held()) {
+        if !still.iter().any(|(t, _)| *t == s.table) {
+            if let Some(h) = s.held.as_mut() {
+                h.released_on = Some(day);
+            }
+            released += 1;
+        }
+    }
+    if released > 0 {
+        if let Some(p) = j.plan.as_mut() {
+            for ps in &mut p.steps {
+                if let Some(js) = j.steps.iter().find(|x| x.table == ps.table) {
+                    ps.held = js.held.clone();
+                }
+            }
+        }
+        j.finished_at = None;
+        save_journal(ws, j)?;
+    }
+    Ok(released)
+}
+
+/// An erasure ends the restrictions of the same subjects: each restriction's record says
+/// which erasure ended it, and the erasure's record lists them.
+fn end_restrictions(
+    ws: &Workspace,
+    journal: &Journal,
+    key: &RegisterKey,
+    day: chrono::NaiveDate,
+) -> Result<()> {
+    let records = crate::requests::Requests::in_state(&ws.config.paths.state);
+    for q in &journal.requests {
+        if q.id.is_empty() {
+            continue;
+        }
+        let hash = key.hash(&q.subject, &q.id);
+        let mut ended = Vec::new();
+        for mut r in records.restricting(&q.subject, &hash)? {
+            r.lift(day, &format!("erasure {}", q.request))?;
+            records.save(&r)?;
+            ended.push(r.id);
+        }
+        if !ended.is_empty() {
+            records.update(&q.request, |rec| {
+                rec.history.push(crate::requests::Event {
+                    at: day.to_string(),
+                    state: rec.state,
+                    note: format!("ended restriction(s) {}", ended.join(", ")),
+                });
+                rec.ended_restrictions.extend(ended.iter().cloned());
+            })?;
+        }
+    }
+    Ok(())
 }
 
 /// The failpoint after every durable step (tests stop the erasure there).

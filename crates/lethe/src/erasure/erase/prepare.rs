@@ -409,6 +409,7 @@ async fn journal_steps(
             selected_by: values.len(),
             started_at: None,
             finished_at: None,
+            held: s.held.clone(),
         });
     }
     Ok(steps)
@@ -481,13 +482,27 @@ pub(super) async fn plan_erasure(
     requests: &[RequestSpec],
     opts: &EraseOptions,
     key: &RegisterKey,
+    day: chrono::NaiveDate,
     progress: &dyn Fn(&str),
 ) -> Result<Planned> {
     let Prepared {
-        plan: p,
-        steps,
+        plan: mut p,
+        mut steps,
         cases,
     } = prepare(ws, gov, requests, Some(key), progress).await?;
+    // Legal holds in force on the day: their steps are HELD, the rest is carried out.
+    let tables: Vec<String> = ws
+        .warehouse
+        .tables()
+        .await?
+        .iter()
+        .map(|t| t.to_string())
+        .collect();
+    let held = crate::erasure::holds::holds_in_force(ws, gov, requests, day, &tables)?;
+    crate::erasure::holds::mark(&mut p, &held);
+    for (js, ps) in steps.iter_mut().zip(&p.steps) {
+        js.held = ps.held.clone();
+    }
     if !p.blocked.is_empty() {
         let mut msg = String::from(
             "the erasure can't start: these tables' own settings would keep the subject after it",

@@ -107,6 +107,26 @@ pub struct Step {
     pub pipeline: Option<String>,
     /// Settings that would keep the subject after the erasure.
     pub blockers: Vec<String>,
+    /// A legal hold that keeps this step from running (set for a request, never by the
+    /// pure planner): the step is HELD, its action waits until the hold ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<Held>,
+}
+
+/// A legal hold on a step (`governance/holds.toml`), as the evidence states it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Held {
+    /// The hold's name.
+    pub hold: String,
+    /// Its basis, in the legal team's words.
+    pub basis: String,
+    /// The role that decided it.
+    pub decided_by: String,
+    /// Its last day.
+    pub until: chrono::NaiveDate,
+    /// The day the erasure found it ended and carried the step out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub released_on: Option<chrono::NaiveDate>,
 }
 
 /// How much of the plan was resolved.

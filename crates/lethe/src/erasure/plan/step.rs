@@ -101,6 +101,7 @@ impl Planner<'_> {
                 .get(name)
                 .map(|t| t.blockers.clone())
                 .unwrap_or_default(),
+            held: None,
         };
         let best = self.selecting_column(name, reached);
         let unresolved: Vec<String> = reached

@@ -276,37 +276,39 @@ pub async fn attest(a: AttestArgs, config: Option<&Path>) -> anyhow::Result<Exit
                 ]
             })
             .collect();
-        print!(
-            "{}",
-            out::table(&["table", "action", "rows", "commits", "residual"], &rows)
-        );
-        println!(
-            "cleanup: {}",
-            att.cleanup
-                .iter()
-                .map(|(k, v)| format!("{k} {v}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-        println!(
-            "scan: {}",
-            att.scan
-                .iter()
-                .map(|(k, v)| format!("{k} {v}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-        println!("searched for: {}", att.searched.traces.join(", "));
-        println!(
-            "mentions for review: {}",
-            att.mentions.values().map(|m| m.rows).sum::<u64>()
-        );
-        super::erase::print_manifest(&att.manifest);
-        for r in &att.residuals {
-            println!(
-                "outside the warehouse: {} ({}; ends {}; control: {})",
-                r.place, r.basis, r.expires, r.control
+        if att.workflow.restriction.is_none() {
+            print!(
+                "{}",
+                out::table(&["table", "action", "rows", "commits", "residual"], &rows)
             );
+            println!(
+                "cleanup: {}",
+                att.cleanup
+                    .iter()
+                    .map(|(k, v)| format!("{k} {v}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            println!(
+                "scan: {}",
+                att.scan
+                    .iter()
+                    .map(|(k, v)| format!("{k} {v}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            println!("searched for: {}", att.searched.traces.join(", "));
+            println!(
+                "mentions for review: {}",
+                att.mentions.values().map(|m| m.rows).sum::<u64>()
+            );
+            super::erase::print_manifest(&att.manifest);
+            for r in &att.residuals {
+                println!(
+                    "outside the warehouse: {} ({}; ends {}; control: {})",
+                    r.place, r.basis, r.expires, r.control
+                );
+            }
         }
         let w = &att.workflow;
         if let (Some(kind), Some(received), Some(due)) = (w.kind, w.received, w.due) {

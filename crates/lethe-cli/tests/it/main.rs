@@ -16,5 +16,6 @@ mod foreign;
 mod nested;
 mod plan;
 mod prove;
+mod requests;
 mod stores;
 mod v3;

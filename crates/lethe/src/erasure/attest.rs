@@ -391,7 +391,7 @@ pub async fn attest(
         }
     }
     let mut residuals: Vec<Residual> = manifest.residuals.clone();
-    let values_held = !(destroy && logical_ok && physical_ok);
+    let values_held = !(destroy && logical_ok && physical_ok && held_tables.is_empty());
     residuals.push(Residual {
         place: format!("case file {}", case_path(ws, request).display()),
         basis: "the erasure's own record of the subject's traces, needed to prove the erasure"
@@ -520,13 +520,20 @@ fn certify(
     let Some(mut r) = records.find(&a.request)? else {
         return Ok(());
     };
-    if answered {
+    let held: Vec<String> = held.iter().cloned().collect();
+    // Attesting again with the same outcome certifies nothing new.
+    let same = r
+        .certifications
+        .last()
+        .is_some_and(|c| c.verdict == a.verdict.logical && c.held == held);
+    if answered && !same {
+        let empty = held.is_empty();
         r.certifications.push(crate::requests::Certification {
             at: a.certified_at.clone(),
             verdict: a.verdict.logical.clone(),
-            held: held.iter().cloned().collect(),
+            held,
         });
-        let state = if held.is_empty() {
+        let state = if empty {
             crate::requests::State::Certified
         } else {
             crate::requests::State::PartlyRefused

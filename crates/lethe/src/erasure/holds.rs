@@ -110,12 +110,12 @@ pub fn refusal_text(held: &[(&str, &Held)]) -> Option<String> {
         .iter()
         .map(|(h, ts)| {
             format!(
-                "the records in {} are not erased: they are preserved under legal hold `{}` until {}, decided by the {}, on this basis: {}",
+                "The records in {} are not erased: they are preserved under legal hold `{}` until {}, decided by the {}, on this basis: {}",
                 ts.join(" and "),
                 h.hold,
                 h.until,
                 h.decided_by,
-                h.basis
+                h.basis.trim().trim_end_matches('.')
             )
         })
         .collect();

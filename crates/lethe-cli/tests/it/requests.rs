@@ -1,0 +1,606 @@
+//! Requests as a workflow (issue 16): due dates and extensions, restriction (left out of
+//! queries and pipelines, nothing deleted), legal holds (HELD steps, the re-certified
+//! manifest), the attestation's JSON schema, and bad input that changes nothing.
+
+use serde_json::Value;
+
+use crate::common::Demo;
+
+/// The single number a one-row, one-column query returns.
+fn number(demo: &Demo, principal: &str, sql: &str) -> i64 {
+    let out = demo.lethe_ok(&["query", "--as", principal, sql, "--json"], 0);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    rows[0]
+        .as_object()
+        .unwrap()
+        .values()
+        .next()
+        .unwrap()
+        .as_i64()
+        .unwrap()
+}
+
+/// Runs lethe expecting exit 2 (bad input); returns stderr.
+fn bad(demo: &Demo, args: &[&str]) -> String {
+    let out = demo.lethe(args);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "lethe {args:?}: {stderr}");
+    stderr
+}
+
+/// Every file under `state/requests` and the state folder's listing, to show a refusal changed
+/// nothing.
+fn state_snapshot(demo: &Demo) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![demo.dir.join("state")];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if !p.ends_with("audit.jsonl") {
+                out.push((p.display().to_string(), std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// A small JSON Schema check (type, enum, const, required, properties, additionalProperties,
+/// items, `$ref` to `#/$defs/...`): enough for docs/attestation.schema.json, so that a field
+/// added to the attestation without documenting it fails here.
+fn validate(root: &Value, schema: &Value, v: &Value, at: &str) -> Result<(), String> {
+    if let Some(r) = schema.get("$ref").and_then(Value::as_str) {
+        let name = r.trim_start_matches("#/$defs/");
+        return validate(root, &root["$defs"][name], v, at);
+    }
+    let type_ok = |t: &str| match t {
+        "string" => v.is_string(),
+        "integer" => v.is_i64() || v.is_u64(),
+        "number" => v.is_number(),
+        "boolean" => v.is_boolean(),
+        "array" => v.is_array(),
+        "object" => v.is_object(),
+        "null" => v.is_null(),
+        _ => false,
+    };
+    if let Some(t) = schema.get("type") {
+        let ok = match t {
+            Value::String(s) => type_ok(s),
+            Value::Array(ts) => ts.iter().filter_map(Value::as_str).any(type_ok),
+            _ => true,
+        };
+        if !ok {
+            return Err(format!("{at}: {v} is not {t}"));
+        }
+    }
+    if let Some(e) = schema.get("enum").and_then(Value::as_array)
+        && !e.contains(v)
+    {
+        return Err(format!("{at}: {v} not in {e:?}"));
+    }
+    if let Some(c) = schema.get("const")
+        && c != v
+    {
+        return Err(format!("{at}: {v} is not {c}"));
+    }
+    if let Some(o) = v.as_object() {
+        for r in schema
+            .get("required")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let r = r.as_str().unwrap();
+            if !o.contains_key(r) {
+                return Err(format!("{at}: required `{r}` missing"));
+            }
+        }
+        let props = schema.get("properties").and_then(Value::as_object);
+        for (k, x) in o {
+            match props.and_then(|p| p.get(k)) {
+                Some(s) => validate(root, s, x, &format!("{at}.{k}"))?,
+                None => match schema.get("additionalProperties") {
+                    Some(Value::Bool(false)) => {
+                        return Err(format!("{at}: `{k}` is not documented in the schema"));
+                    }
+                    Some(s @ Value::Object(_)) => validate(root, s, x, &format!("{at}.{k}"))?,
+                    _ => {}
+                },
+            }
+        }
+    }
+    if let (Some(items), Some(a)) = (schema.get("items"), v.as_array()) {
+        for (i, x) in a.iter().enumerate() {
+            validate(root, items, x, &format!("{at}[{i}]"))?;
+        }
+    }
+    Ok(())
+}
+
+fn check_schema(attestation: &Value) {
+    let text = std::fs::read_to_string(
+        crate::common::interop_dir().join("../../docs/attestation.schema.json"),
+    )
+    .unwrap();
+    let schema: Value = serde_json::from_str(&text).unwrap();
+    validate(&schema, &schema, attestation, "$").unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_restriction_leaves_the_learner_out_of_queries_and_pipelines_deletes_nothing_and_lifts() {
+    let demo = Demo::new().await;
+    let events = "SELECT count(*) AS n FROM learning.events";
+    let own = "SELECT count(*) AS n FROM learning.events WHERE learner_id = 3590";
+    let analysts_before = number(&demo, "analyst_gb", events);
+    let marketing_before = number(
+        &demo,
+        "marketing-1",
+        "SELECT count(*) AS n FROM crm.learners",
+    );
+    let in_marketing = number(
+        &demo,
+        "dpo",
+        "SELECT count(*) AS n FROM crm.learners WHERE learner_id = 3590 AND marketing_consent = true AND status = 'active'",
+    );
+    let learner_rows = number(&demo, "dpo", own);
+    assert!(learner_rows > 0);
+    let files_of = |v: &Value| -> std::collections::BTreeSet<String> {
+        v["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["file"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let before: Value =
+        serde_json::from_str(&demo.lethe_ok(&["scan", "--subject", "learner=3590", "--json"], 1))
+            .unwrap();
+    assert!(before["files_holding"].as_u64().unwrap() > 0);
+
+    demo.lethe_ok(
+        &[
+            "request",
+            "open",
+            "--kind",
+            "restriction",
+            "--subject",
+            "learner=3590",
+            "--received",
+            "2026-10-01",
+            "--instructed-by",
+            "acme-learning",
+            "--reference",
+            "ACME-R-1",
+            "--request",
+            "restriction-1",
+        ],
+        0,
+    );
+    let scan = |demo: &Demo| -> Value {
+        serde_json::from_str(&demo.lethe_ok(&["scan", "--request", "restriction-1", "--json"], 1))
+            .unwrap()
+    };
+    let recorded = scan(&demo);
+    assert_eq!(files_of(&recorded), files_of(&before));
+
+    // Analysts and marketing see the learner no more; the privacy role still does.
+    assert_eq!(
+        number(&demo, "analyst_gb", events),
+        analysts_before - learner_rows
+    );
+    assert_eq!(
+        number(
+            &demo,
+            "marketing-1",
+            "SELECT count(*) AS n FROM crm.learners"
+        ),
+        marketing_before - in_marketing
+    );
+    assert_eq!(
+        number(
+            &demo,
+            "analyst_gb",
+            "SELECT count(*) AS n FROM crm.learners WHERE learner_id IS NULL"
+        ),
+        0
+    );
+    assert_eq!(number(&demo, "dpo", own), learner_rows);
+    let audit = lethe::access::audit::AuditLog::in_state(&demo.dir.join("state"))
+        .entries()
+        .unwrap();
+    assert!(
+        audit
+            .last()
+            .unwrap()
+            .rules
+            .iter()
+            .all(|r| !r.starts_with("restriction"))
+    );
+    let analyst_entry = audit
+        .iter()
+        .rev()
+        .find(|e| e.principal == "analyst_gb")
+        .unwrap();
+    assert!(
+        analyst_entry
+            .rules
+            .iter()
+            .any(|r| r == "restriction crm.learners: restriction-1"),
+        "{:?}",
+        analyst_entry.rules
+    );
+
+    // Every pipeline run leaves the learner out.
+    demo.lethe_ok(&["pipeline", "run", "--all"], 0);
+    for t in ["analytics.learner_activity", "marketing.audience"] {
+        assert_eq!(
+            number(
+                &demo,
+                "dpo",
+                &format!("SELECT count(*) AS n FROM {t} WHERE learner_id = 3590")
+            ),
+            0,
+            "{t}"
+        );
+    }
+    // Nothing of the learner's was deleted: their rows, and every file the proof scan found
+    // holding them (a rebuild adds a manifest whose DELETED entry keeps the old file's bounds).
+    assert_eq!(number(&demo, "dpo", own), learner_rows);
+    let after = scan(&demo);
+    assert!(files_of(&after).is_superset(&files_of(&before)));
+
+    // The restriction's manifest: what was suspended where, nothing deleted.
+    let m: Value = serde_json::from_str(
+        &demo.lethe_ok(&["attest", "--request", "restriction-1", "--json"], 0),
+    )
+    .unwrap();
+    check_schema(&m);
+    assert_eq!(m["kind"], "restriction");
+    assert_eq!(m["controller"], "acme-learning");
+    assert_eq!(m["reference"], "ACME-R-1");
+    assert_eq!(m["verdict"]["logical"], "RESTRICTED");
+    let r = &m["restriction"];
+    assert_eq!(r["deleted"], 0);
+    assert_eq!(r["visible_to_roles"], serde_json::json!(["privacy"]));
+    let suspended = r["suspended"].as_array().unwrap();
+    let ev = suspended
+        .iter()
+        .find(|t| t["table"] == "learning.events")
+        .unwrap();
+    assert_eq!(ev["rows"].as_i64(), Some(learner_rows));
+    assert!(
+        suspended
+            .iter()
+            .any(|t| t["table"] == "analytics.course_performance")
+    );
+
+    // Lifting restores the queries; lifting twice is refused and changes nothing.
+    demo.lethe_ok(
+        &["request", "lift", "restriction-1", "--day", "2026-10-20"],
+        0,
+    );
+    assert_eq!(number(&demo, "analyst_gb", events), analysts_before);
+    let state = state_snapshot(&demo);
+    let e = bad(
+        &demo,
+        &["request", "lift", "restriction-1", "--day", "2026-10-21"],
+    );
+    assert!(e.contains("already lifted on 2026-10-20"), "{e}");
+    assert_eq!(state_snapshot(&demo), state);
+
+    // Due dates: a request received more than a month before the day is overdue (exit 1)
+    // until extended with a reason (exit 0); the day is a parameter.
+    demo.lethe_ok(
+        &[
+            "request",
+            "open",
+            "--kind",
+            "erasure",
+            "--subject",
+            "learner=17",
+            "--received",
+            "2026-09-01",
+            "--request",
+            "erasure-0017",
+        ],
+        0,
+    );
+    demo.lethe_ok(&["request", "list", "--overdue", "--day", "2026-10-01"], 0);
+    let listed: Value = serde_json::from_str(&demo.lethe_ok(
+        &[
+            "request",
+            "list",
+            "--overdue",
+            "--day",
+            "2026-10-15",
+            "--json",
+        ],
+        1,
+    ))
+    .unwrap();
+    assert_eq!(listed.as_array().unwrap().len(), 1);
+    assert_eq!(listed[0]["id"], "erasure-0017");
+    assert_eq!(listed[0]["days_left"], -14);
+    let state = state_snapshot(&demo);
+    let e = bad(
+        &demo,
+        &[
+            "request",
+            "extend",
+            "erasure-0017",
+            "--months",
+            "3",
+            "--reason",
+            "x",
+            "--day",
+            "2026-09-20",
+        ],
+    );
+    assert!(e.contains("at most 2 more months"), "{e}");
+    let e = bad(
+        &demo,
+        &[
+            "request",
+            "extend",
+            "erasure-0017",
+            "--months",
+            "1",
+            "--reason",
+            " ",
+            "--day",
+            "2026-09-20",
+        ],
+    );
+    assert!(e.contains("needs a reason"), "{e}");
+    let e = bad(
+        &demo,
+        &[
+            "request",
+            "extend",
+            "erasure-9999",
+            "--months",
+            "1",
+            "--reason",
+            "x",
+            "--day",
+            "2026-09-20",
+        ],
+    );
+    assert!(e.contains("unknown request `erasure-9999`"), "{e}");
+    let e = bad(&demo, &["erase", "--request", "erasure-9999"]);
+    assert!(e.contains("unknown request `erasure-9999`"), "{e}");
+    let e = bad(&demo, &["erase", "--request", "restriction-1"]);
+    assert!(e.contains("is a restriction: it never deletes"), "{e}");
+    assert_eq!(state_snapshot(&demo), state);
+    demo.lethe_ok(
+        &[
+            "request",
+            "extend",
+            "erasure-0017",
+            "--months",
+            "1",
+            "--reason",
+            "the request reaches eleven systems",
+            "--day",
+            "2026-09-20",
+        ],
+        0,
+    );
+    demo.lethe_ok(&["request", "list", "--overdue", "--day", "2026-10-15"], 0);
+    let e = bad(
+        &demo,
+        &[
+            "request",
+            "extend",
+            "erasure-0017",
+            "--months",
+            "2",
+            "--reason",
+            "more",
+            "--day",
+            "2026-09-21",
+        ],
+    );
+    assert!(e.contains("would make 3"), "{e}");
+}
+
+const HOLD: &str = r#"[holds."tribunal-2026-118"]
+references = ["ACME-DSR-17"]
+tables = ["billing.payments", "support.tickets"]
+basis = "Employment tribunal claim 2026/118: the learner's payments and tickets are evidence."
+decided_by = "legal team"
+until = "2027-03-31"
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hold_keeps_two_tables_until_it_ends_then_the_rerun_erases_them_and_recertifies() {
+    let demo = Demo::new().await;
+    let holds = demo.dir.join("governance/holds.toml");
+    demo.lethe_ok(
+        &[
+            "request",
+            "open",
+            "--kind",
+            "erasure",
+            "--subject",
+            "learner=3590",
+            "--received",
+            "2026-10-01",
+            "--instructed-by",
+            "acme-learning",
+            "--reference",
+            "ACME-DSR-17",
+            "--request",
+            "erasure-0001",
+        ],
+        0,
+    );
+    // A hold with no basis is refused at load, naming file, line and key; nothing changes.
+    std::fs::write(&holds, HOLD.replace("basis = ", "# basis = ")).unwrap();
+    let state = state_snapshot(&demo);
+    let e = bad(
+        &demo,
+        &[
+            "erase",
+            "--request",
+            "erasure-0001",
+            "--day",
+            "2026-10-02",
+            "--min-age",
+            "0s",
+        ],
+    );
+    assert!(
+        e.contains("holds.toml:1:") && e.contains("has no basis"),
+        "{e}"
+    );
+    assert_eq!(state_snapshot(&demo), state);
+
+    std::fs::write(&holds, HOLD).unwrap();
+    let payments = "SELECT count(*) AS n FROM billing.payments WHERE learner_id = 3590";
+    let paid = number(&demo, "dpo", payments);
+    assert!(paid > 0);
+    demo.lethe_ok(
+        &[
+            "erase",
+            "--request",
+            "erasure-0001",
+            "--day",
+            "2026-10-02",
+            "--min-age",
+            "0s",
+        ],
+        0,
+    );
+    let j = lethe::erasure::erase::load_journal(&demo.ws, "erasure-0001")
+        .unwrap()
+        .unwrap();
+    for s in &j.steps {
+        let held = ["billing.payments", "support.tickets"].contains(&s.table.as_str());
+        assert_eq!(s.is_held(), held, "{}", s.table);
+        if !held && s.action == lethe::erasure::plan::Action::Delete {
+            assert!(s.done, "{}", s.table);
+        }
+    }
+    assert_eq!(number(&demo, "dpo", payments), paid);
+    assert_eq!(
+        number(
+            &demo,
+            "dpo",
+            "SELECT count(*) AS n FROM learning.events WHERE learner_id = 3590"
+        ),
+        0
+    );
+    // The manifest: HELD for those two with the basis, the refusal in words; not COMPLETE.
+    let a: Value =
+        serde_json::from_str(&demo.lethe_ok(&["attest", "--request", "erasure-0001", "--json"], 1))
+            .unwrap();
+    check_schema(&a);
+    assert_eq!(a["verdict"]["logical"], "PARTLY_REFUSED");
+    assert_eq!(a["verdict"]["physical"], "COMPLETE");
+    assert_eq!(a["state"], "partly_refused");
+    assert_eq!(
+        (a["kind"].as_str(), a["controller"].as_str()),
+        (Some("erasure"), Some("acme-learning"))
+    );
+    assert_eq!(
+        (a["received"].as_str(), a["due"].as_str()),
+        (Some("2026-10-01"), Some("2026-11-01"))
+    );
+    let held: Vec<&str> = a["held"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            assert!(
+                h["basis"]
+                    .as_str()
+                    .unwrap()
+                    .contains("tribunal claim 2026/118")
+            );
+            assert!(h["released_on"].is_null());
+            h["system"].as_str().unwrap()
+        })
+        .collect();
+    assert_eq!(held, vec!["billing.payments", "support.tickets"]);
+    let refusal = a["refusal"].as_str().unwrap();
+    assert!(
+        refusal.contains("refused in part") && refusal.contains("until 2027-03-31"),
+        "{refusal}"
+    );
+    let first = a["certifications"][0]["at"].as_str().unwrap().to_string();
+    let html = demo.dir.join("a.html");
+    demo.lethe_ok(
+        &[
+            "attest",
+            "--request",
+            "erasure-0001",
+            "--html",
+            html.to_str().unwrap(),
+        ],
+        1,
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("Partial refusal") && page.contains("tribunal-2026-118"));
+
+    // On the hold's last day nothing changes; the day after, the rerun erases the held parts.
+    let out = demo.lethe_ok(
+        &[
+            "erase",
+            "--request",
+            "erasure-0001",
+            "--day",
+            "2027-03-31",
+            "--min-age",
+            "0s",
+        ],
+        0,
+    );
+    assert!(out.contains("a legal hold still keeps"), "{out}");
+    assert_eq!(number(&demo, "dpo", payments), paid);
+    demo.lethe_ok(
+        &[
+            "erase",
+            "--request",
+            "erasure-0001",
+            "--day",
+            "2027-04-01",
+            "--min-age",
+            "0s",
+        ],
+        0,
+    );
+    assert_eq!(
+        number(
+            &demo,
+            "dpo",
+            "SELECT count(*) AS n FROM billing.payments WHERE learner_id = 3590 AND card_number IS NOT NULL"
+        ),
+        0
+    );
+    let a: Value =
+        serde_json::from_str(&demo.lethe_ok(&["attest", "--request", "erasure-0001", "--json"], 0))
+            .unwrap();
+    check_schema(&a);
+    assert_eq!(a["verdict"]["logical"], "COMPLETE");
+    assert_eq!(a["state"], "certified");
+    let certs = a["certifications"].as_array().unwrap();
+    assert_eq!(certs.len(), 2, "{certs:?}");
+    assert_eq!(
+        (certs[0]["at"].as_str(), certs[0]["verdict"].as_str()),
+        (Some(first.as_str()), Some("PARTLY_REFUSED"))
+    );
+    assert_eq!(certs[1]["verdict"], "COMPLETE");
+    assert!(
+        a["held"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|h| h["released_on"] == "2027-04-01")
+    );
+    assert!(a["refusal"].is_null());
+}

@@ -80,6 +80,12 @@ enum Command {
     /// run the same command again (or --resume REQUEST) to finish an erasure that stopped.
     /// Needs the register key (LETHE_REGISTER_KEY or LETHE_REGISTER_KEY_FILE).
     Erase(cmd::erase::EraseArgs),
+    /// The erasure drill: seed a synthetic subject (a reserved ID range in subjects.toml)
+    /// through every source table, run the pipelines, plan, erase, verify zero residual, and
+    /// remove what it seeded. Exit 1, naming them, for tables no lineage accounts for, tables
+    /// it reached that no step covers, residuals, and systems past their time budget. Run it
+    /// weekly (see the README).
+    Drill(cmd::drill::DrillArgs),
     /// Requests as a workflow: record what a controller instructed (an erasure, or a
     /// restriction that never deletes), list them with days left and overdue ones, extend a
     /// due date with a reason, lift a restriction.
@@ -175,6 +181,7 @@ fn main() -> ExitCode {
             Command::Sweep(a) => cmd::maintenance::sweep(a, config.as_deref()).await,
             Command::Explain(a) => cmd::explain::explain(a, config.as_deref()).await,
             Command::Erase(a) => cmd::erase::erase(a, config.as_deref()).await,
+            Command::Drill(a) => cmd::drill::drill(a, config.as_deref()).await,
             Command::Request(c) => cmd::request::run(c, config.as_deref()).await,
             Command::Properties(c) => cmd::properties::run(c, config.as_deref()).await,
             Command::Scan(a) => cmd::prove::scan(a, config.as_deref()).await,

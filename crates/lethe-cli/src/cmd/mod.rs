@@ -4,6 +4,7 @@ pub mod bench;
 pub mod consent;
 pub mod demo;
 pub mod discover;
+pub mod drill;
 pub mod erase;
 pub mod explain;
 pub mod inspect;

@@ -604,3 +604,107 @@ async fn a_hold_keeps_two_tables_until_it_ends_then_the_rerun_erases_them_and_re
     );
     assert!(a["refusal"].is_null());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_drill_passes_on_the_demo_removes_what_it_seeded_and_names_a_table_no_lineage_accounts_for()
+ {
+    let demo = Demo::new().await;
+    let count = |t: &str| {
+        number(
+            &demo,
+            "dpo",
+            &format!("SELECT count(*) AS n FROM {t} WHERE learner_id >= 990000000"),
+        )
+    };
+    let r: Value = serde_json::from_str(&demo.lethe_ok(
+        &["drill", "--min-age", "0s", "--day", "2026-10-01", "--json"],
+        0,
+    ))
+    .unwrap();
+    assert_eq!(r["failures"], serde_json::json!([]));
+    assert_eq!(r["verdict"], serde_json::json!(["COMPLETE", "COMPLETE"]));
+    let seeded = r["seeded"].as_object().unwrap();
+    for t in [
+        "crm.learners",
+        "learning.events",
+        "billing.payments",
+        "support.tickets",
+    ] {
+        assert!(seeded.contains_key(t), "{t} not seeded: {seeded:?}");
+    }
+    let reached: Vec<&str> = r["reached"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert!(
+        reached.contains(&"analytics.learner_activity"),
+        "{reached:?}"
+    );
+    let times = r["times"].as_array().unwrap();
+    assert!(times.iter().any(|t| t["system"] == "learning.events" && t["erase_seconds"].as_f64().unwrap() > 0.0));
+    // Everything it seeded is gone (the row a legal exception would keep too), and so are its
+    // own records.
+    for t in [
+        "crm.learners",
+        "learning.events",
+        "billing.payments",
+        "analytics.learner_activity",
+    ] {
+        assert_eq!(count(t), 0, "{t}");
+    }
+    let request = r["request"].as_str().unwrap();
+    assert!(
+        !demo
+            .dir
+            .join(format!("state/requests/{request}.json"))
+            .exists()
+    );
+    let register =
+        std::fs::read_to_string(demo.dir.join("state/register.jsonl")).unwrap_or_default();
+    assert!(!register.contains(request));
+
+    // A job writes a new table without lineage: the drill fails naming it (exit 1).
+    let wh = &demo.ws.warehouse;
+    let src = wh
+        .load(&lethe_iceberg::catalog::TableName::parse("crm.learners").unwrap())
+        .await
+        .unwrap();
+    let rows = lethe_iceberg::ops::rewrite::select_rows(
+        wh,
+        &src,
+        &lethe_iceberg::predicate::Predicate::True,
+    )
+    .await
+    .unwrap();
+    let name = lethe_iceberg::catalog::TableName::parse("ext.learner_copy").unwrap();
+    wh.create_table(
+        &name,
+        src.metadata.current_schema().as_ref().clone(),
+        None,
+        None,
+        Default::default(),
+        iceberg::spec::FormatVersion::V2,
+    )
+    .await
+    .unwrap();
+    lethe_iceberg::ops::rewrite::append(
+        wh,
+        &name,
+        &rows,
+        Default::default(),
+        lethe_iceberg::writer::WriteOptions {
+            max_rows_per_file: None,
+        },
+    )
+    .await
+    .unwrap();
+    let out = demo.lethe_ok(&["drill", "--min-age", "0s", "--day", "2026-10-01"], 1);
+    assert!(
+        out.contains("FAIL ext.learner_copy: no lineage accounts for this table"),
+        "{out}"
+    );
+    assert!(out.contains("FAILED"), "{out}");
+    assert_eq!(count("crm.learners"), 0);
+}

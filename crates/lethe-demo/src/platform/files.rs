@@ -193,6 +193,12 @@ values = ["email", "phone", "full_name", "street_address"]
 # When a learner's first record was made: lineage edges that ended before it don't apply to them.
 first_seen = "signed_up_at"
 
+[learner.drill]
+# IDs no learner will ever have, reserved for the weekly erasure drill's synthetic learner.
+from = 990000000
+to = 990000999
+step_budget_seconds = 120
+
 [learner.no_action]
 "learning.courses" = "the course catalogue: titles and prices, no learner data"
 "crm.instructors" = "instructors are staff, a different subject"

@@ -6,10 +6,12 @@
 //! (every system, warehouse tables and the stores outside it); the [`register`] keeps keyed
 //! hashes of erased subjects, and [`replay`] deletes them again after a restore. [`intake`]
 //! opens a request (its record, case file and a restriction's scope); [`holds`] applies legal
-//! holds; [`evidence`] puts the request into the attestation.
+//! holds; [`evidence`] puts the request into the attestation;
+//! [`drill`] runs the weekly erasure drill on a synthetic subject.
 
 pub mod attest;
 pub mod case;
+pub mod drill;
 pub mod erase;
 pub mod evidence;
 pub mod explain;

@@ -147,6 +147,23 @@ impl Register {
         Ok(new.len())
     }
 
+    /// Removes the entry of `request` (only the drill's synthetic subject is ever forgotten),
+    /// rewriting the file atomically; returns whether there was one.
+    pub fn forget(&self, request: &str) -> Result<bool> {
+        let entries = self.entries()?;
+        let kept: Vec<&Entry> = entries.iter().filter(|e| e.request != request).collect();
+        if kept.len() == entries.len() {
+            return Ok(false);
+        }
+        let mut text = String::new();
+        for e in kept {
+            text.push_str(&serde_json::to_string(e)?);
+            text.push('\n');
+        }
+        crate::erasure::case::write_atomic(&self.path, text.as_bytes(), false)?;
+        Ok(true)
+    }
+
     /// The hashes of erased subjects of one subject type.
     pub fn hashes(&self, subject: &str) -> Result<BTreeSet<String>> {
         Ok(self

@@ -6,6 +6,10 @@
 //! mapped = [{ column = "email", via = "crm.learners" }]   # identifiers resolved through a mapping
 //! values = ["email", "phone", "full_name", "street_address"]   # identifying values (root table) the proof scan searches
 //! first_seen = "signed_up_at"                   # when the subject's first record was made
+//! [learner.drill]                              # IDs reserved for the erasure drill's synthetic subject
+//! from = 990000000
+//! to = 990000999
+//! step_budget_seconds = 300                     # a system taking longer fails the drill
 //! [learner.no_action]
 //! "learning.courses" = "the course catalogue holds no learner data"
 //! [learner.not_identifying]                     # personal columns the proof needn't search for
@@ -69,6 +73,26 @@ pub struct Subject {
     /// to identify this subject, with the reason: the proof needn't search for their values.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub not_identifying: BTreeMap<String, String>,
+    /// The identifier range reserved for the erasure drill's synthetic subject.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drill: Option<DrillRange>,
+}
+
+/// IDs no real subject will ever have, for the erasure drill (`lethe drill`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DrillRange {
+    /// The first reserved ID.
+    pub from: i64,
+    /// The last reserved ID.
+    pub to: i64,
+    /// A system (table) whose drill time grows past this fails the drill.
+    #[serde(default = "default_budget")]
+    pub step_budget_seconds: f64,
+}
+
+fn default_budget() -> f64 {
+    300.0
 }
 
 impl Subject {
@@ -112,6 +136,14 @@ impl SubjectsFile {
                 return Err(f.error_at(
                     &format!("{name}.identifiers"),
                     "a subject needs at least one identifier column",
+                ));
+            }
+            if let Some(d) = &s.drill
+                && (d.from > d.to || d.from < 0)
+            {
+                return Err(f.error_at(
+                    &format!("{name}.drill"),
+                    "the drill's range needs 0 <= from <= to",
                 ));
             }
             for (i, id) in s.identifiers.iter().enumerate() {

@@ -437,6 +437,7 @@ async fn stores_bench(config: Option<&Path>, n: usize) -> anyhow::Result<()> {
         min_age: Some(chrono::Duration::zero()),
         accept_incomplete: false,
         key_file: None,
+        day: None,
     };
     let t = Instant::now();
     let r = lethe::erasure::erase::erase(&ws, &requests, &opts, &|_| {}).await?;

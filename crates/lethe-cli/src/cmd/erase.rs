@@ -137,8 +137,7 @@ pub async fn erase(a: EraseArgs, config: Option<&Path>) -> anyhow::Result<ExitCo
         out::json(&report)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let held: Vec<&lethe::erasure::erase::JournalStep> =
-        j.steps.iter().filter(|s| s.is_held()).collect();
+    let held = lethe::erasure::evidence::held_now(j);
     if report.already_complete {
         if held.is_empty() {
             println!(
@@ -148,29 +147,25 @@ pub async fn erase(a: EraseArgs, config: Option<&Path>) -> anyhow::Result<ExitCo
             );
         } else {
             println!(
-                "erasure {} is finished but for {} step(s) a legal hold still keeps:",
+                "erasure {} is finished but for {} part(s) a legal hold still keeps:",
                 j.batch,
                 held.len()
             );
-            for s in &held {
-                if let Some(h) = &s.held {
-                    println!("  {}: HELD by `{}` until {}", s.table, h.hold, h.until);
-                }
+            for (system, h) in &held {
+                println!("  {system}: HELD by `{}` until {}", h.hold, h.until);
             }
         }
         return Ok(ExitCode::SUCCESS);
     }
     print_summary(&ws, j, report.dry_run)?;
-    for s in &held {
-        if let Some(h) = &s.held {
-            println!(
-                "HELD {}: legal hold `{}` until {} ({}; decided by the {}); rerun `lethe erase --request {} --day DAY` after it ends",
-                s.table, h.hold, h.until, h.basis, h.decided_by, j.requests[0].request
-            );
-        }
+    for (system, h) in &held {
+        println!(
+            "HELD {system}: legal hold `{}` until {} ({}; decided by the {}); rerun `lethe erase --request {} --day DAY` after it ends",
+            h.hold, h.until, h.basis, h.decided_by, j.requests[0].request
+        );
     }
     if !report.dry_run {
-        let pending = j.stores.iter().any(|s| !s.state.settled());
+        let pending = j.stores.iter().any(|s| !s.state.settled() && !s.is_held());
         let r = &j.requests[0].request;
         if pending {
             println!(
@@ -201,9 +196,7 @@ fn print_summary(
         j.requests.len()
     );
     if j.requests.len() == 1 && !dry_run {
-        let r = &j.requests[0];
-        let case = lethe::erasure::case::read_case(ws, &r.request)?;
-        let m = lethe::erasure::manifest::build(j, &r.request, &case.hash, &case.rows, None);
+        let m = lethe::erasure::manifest::of_request(ws, j, &j.requests[0].request, None)?;
         print_manifest(&m);
     } else {
         let mut rows: Vec<Vec<String>> = Vec::new();
@@ -301,6 +294,27 @@ pub fn print_manifest(m: &lethe::erasure::manifest::Manifest) {
         "manifest of {} (subject {} {}): {}",
         m.request, m.subject_kind, m.subject_ref, m.status
     );
+    let w = &m.workflow;
+    if let (Some(kind), Some(received), Some(due)) = (w.kind, w.received, w.due) {
+        println!(
+            "{kind} request received {received}, due {due}{}{}{}",
+            w.controller
+                .as_ref()
+                .map(|c| format!(", instructed by {c}"))
+                .unwrap_or_default(),
+            w.reference
+                .as_ref()
+                .map(|r| format!(" (reference {r})"))
+                .unwrap_or_default(),
+            w.state.map(|s| format!("; {s}")).unwrap_or_default()
+        );
+    }
+    for e in &w.extensions {
+        println!(
+            "extended by {} month(s) on {}: due {} (was {}); reason: {}",
+            e.months, e.recorded_on, e.due_after, e.due_before, e.reason
+        );
+    }
     print!(
         "{}",
         out::table(
@@ -323,6 +337,9 @@ pub fn print_manifest(m: &lethe::erasure::manifest::Manifest) {
             h.trained_on.join(", "),
             h.owner
         );
+    }
+    if let Some(r) = &w.refusal {
+        println!("{r}");
     }
 }
 

@@ -231,7 +231,7 @@ pub async fn attest(a: AttestArgs, config: Option<&Path>) -> anyhow::Result<Exit
         let j = match find_request(&ws, &a.request)?.and_then(|j| j.plan) {
             Some(p) => p,
             // A restriction's manifest has no erasure plan.
-            None if att.workflow.restriction.is_some() => lethe::erasure::plan::Plan {
+            None if att.manifest.workflow.restriction.is_some() => lethe::erasure::plan::Plan {
                 subject: att.subject.get("kind").cloned().unwrap_or_default(),
                 lineage_since: None,
                 steps: Vec::new(),
@@ -276,7 +276,7 @@ pub async fn attest(a: AttestArgs, config: Option<&Path>) -> anyhow::Result<Exit
                 ]
             })
             .collect();
-        if att.workflow.restriction.is_none() {
+        if att.manifest.workflow.restriction.is_none() {
             print!(
                 "{}",
                 out::table(&["table", "action", "rows", "commits", "residual"], &rows)
@@ -302,7 +302,6 @@ pub async fn attest(a: AttestArgs, config: Option<&Path>) -> anyhow::Result<Exit
                 "mentions for review: {}",
                 att.mentions.values().map(|m| m.rows).sum::<u64>()
             );
-            super::erase::print_manifest(&att.manifest);
             for r in &att.residuals {
                 println!(
                     "outside the warehouse: {} ({}; ends {}; control: {})",
@@ -310,36 +309,9 @@ pub async fn attest(a: AttestArgs, config: Option<&Path>) -> anyhow::Result<Exit
                 );
             }
         }
-        let w = &att.workflow;
-        if let (Some(kind), Some(received), Some(due)) = (w.kind, w.received, w.due) {
-            println!(
-                "{kind} request received {received}, due {due}{}{}; {}",
-                w.controller
-                    .as_ref()
-                    .map(|c| format!(", instructed by {c}"))
-                    .unwrap_or_default(),
-                w.reference
-                    .as_ref()
-                    .map(|r| format!(" (reference {r})"))
-                    .unwrap_or_default(),
-                w.state.map(|s| s.to_string()).unwrap_or_default()
-            );
-        }
-        for c in &w.certifications {
+        super::erase::print_manifest(&att.manifest);
+        for c in &att.manifest.workflow.certifications {
             println!("certified {} ({})", c.at, c.verdict);
-        }
-        if let Some(r) = &w.restriction {
-            for t in &r.suspended {
-                println!(
-                    "suspended: {}{}: {}",
-                    t.table,
-                    t.rows.map(|n| format!(" ({n} row(s))")).unwrap_or_default(),
-                    t.how
-                );
-            }
-        }
-        if let Some(r) = &w.refusal {
-            println!("{r}");
         }
         for r in &att.verdict.remaining {
             println!("remains: {r}");

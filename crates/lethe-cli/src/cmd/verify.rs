@@ -41,13 +41,14 @@ pub async fn verify(a: VerifyArgs, config: Option<&Path>) -> anyhow::Result<Exit
     })
     .await?;
     out::progress_done();
-    let case = lethe::erasure::case::read_case(&ws, &a.request)?;
-    let m = lethe::erasure::manifest::build(&j, &a.request, &case.hash, &case.rows, None);
+    let m = lethe::erasure::manifest::of_request(&ws, &j, &a.request, None)?;
+    // A store a legal hold keeps waits for the hold's end, not for verify.
     let settled = j.stores.iter().all(|s| {
         matches!(
             s.state,
             lethe::erasure::erase::StoreState::Verified
                 | lethe::erasure::erase::StoreState::HandedOff
+                | lethe::erasure::erase::StoreState::Held
         )
     });
     if a.json {

@@ -259,24 +259,31 @@ async fn a_restriction_leaves_the_learner_out_of_queries_and_pipelines_deletes_n
     )
     .unwrap();
     check_schema(&m);
-    assert_eq!(m["kind"], "restriction");
-    assert_eq!(m["controller"], "acme-learning");
-    assert_eq!(m["reference"], "ACME-R-1");
     assert_eq!(m["verdict"]["logical"], "RESTRICTED");
-    let r = &m["restriction"];
+    let mf = &m["manifest"];
+    assert_eq!(mf["kind"], "restriction");
+    assert_eq!(mf["controller"], "acme-learning");
+    assert_eq!(mf["reference"], "ACME-R-1");
+    assert_eq!(mf["status"], "RESTRICTED");
+    let r = &mf["restriction"];
     assert_eq!(r["deleted"], 0);
     assert_eq!(r["visible_to_roles"], serde_json::json!(["privacy"]));
-    let suspended = r["suspended"].as_array().unwrap();
-    let ev = suspended
+    let systems = mf["systems"].as_array().unwrap();
+    let ev = systems
         .iter()
-        .find(|t| t["table"] == "learning.events")
+        .find(|s| s["system"] == "learning.events")
         .unwrap();
-    assert_eq!(ev["rows"].as_i64(), Some(learner_rows));
-    assert!(
-        suspended
-            .iter()
-            .any(|t| t["table"] == "analytics.course_performance")
+    assert_eq!(
+        (ev["action"].as_str(), ev["state"].as_str()),
+        (Some("SUSPEND"), Some("suspended"))
     );
+    assert_eq!(ev["records"].as_i64(), Some(learner_rows));
+    assert!(
+        systems
+            .iter()
+            .any(|s| s["system"] == "analytics.course_performance" && s["action"] == "SUSPEND")
+    );
+    assert!(systems.iter().all(|s| s["residual"].is_null()));
 
     // Lifting restores the queries; lifting twice is refused and changes nothing.
     demo.lethe_ok(
@@ -502,16 +509,29 @@ async fn a_hold_keeps_two_tables_until_it_ends_then_the_rerun_erases_them_and_re
     check_schema(&a);
     assert_eq!(a["verdict"]["logical"], "PARTLY_REFUSED");
     assert_eq!(a["verdict"]["physical"], "COMPLETE");
-    assert_eq!(a["state"], "partly_refused");
+    let m = &a["manifest"];
+    assert_eq!(m["status"], "PARTLY_REFUSED");
+    assert_eq!(m["state"], "partly_refused");
     assert_eq!(
-        (a["kind"].as_str(), a["controller"].as_str()),
+        (m["kind"].as_str(), m["controller"].as_str()),
         (Some("erasure"), Some("acme-learning"))
     );
     assert_eq!(
-        (a["received"].as_str(), a["due"].as_str()),
+        (m["received"].as_str(), m["due"].as_str()),
         (Some("2026-10-01"), Some("2026-11-01"))
     );
-    let held: Vec<&str> = a["held"]
+    for s in m["systems"].as_array().unwrap() {
+        let held = ["billing.payments", "support.tickets"].contains(&s["system"].as_str().unwrap());
+        assert_eq!(
+            s["state"]
+                .as_str()
+                .unwrap()
+                .starts_with("HELD under legal hold `tribunal-2026-118`"),
+            held,
+            "{s}"
+        );
+    }
+    let held: Vec<&str> = m["held"]
         .as_array()
         .unwrap()
         .iter()
@@ -527,12 +547,12 @@ async fn a_hold_keeps_two_tables_until_it_ends_then_the_rerun_erases_them_and_re
         })
         .collect();
     assert_eq!(held, vec!["billing.payments", "support.tickets"]);
-    let refusal = a["refusal"].as_str().unwrap();
+    let refusal = m["refusal"].as_str().unwrap();
     assert!(
         refusal.contains("refused in part") && refusal.contains("until 2027-03-31"),
         "{refusal}"
     );
-    let first = a["certifications"][0]["at"].as_str().unwrap().to_string();
+    let first = m["certifications"][0]["at"].as_str().unwrap().to_string();
     let html = demo.dir.join("a.html");
     demo.lethe_ok(
         &[
@@ -587,8 +607,10 @@ async fn a_hold_keeps_two_tables_until_it_ends_then_the_rerun_erases_them_and_re
             .unwrap();
     check_schema(&a);
     assert_eq!(a["verdict"]["logical"], "COMPLETE");
-    assert_eq!(a["state"], "certified");
-    let certs = a["certifications"].as_array().unwrap();
+    let m = &a["manifest"];
+    assert_eq!(m["status"], "COMPLETE");
+    assert_eq!(m["state"], "certified");
+    let certs = m["certifications"].as_array().unwrap();
     assert_eq!(certs.len(), 2, "{certs:?}");
     assert_eq!(
         (certs[0]["at"].as_str(), certs[0]["verdict"].as_str()),
@@ -596,13 +618,13 @@ async fn a_hold_keeps_two_tables_until_it_ends_then_the_rerun_erases_them_and_re
     );
     assert_eq!(certs[1]["verdict"], "COMPLETE");
     assert!(
-        a["held"]
+        m["held"]
             .as_array()
             .unwrap()
             .iter()
             .all(|h| h["released_on"] == "2027-04-01")
     );
-    assert!(a["refusal"].is_null());
+    assert!(m["refusal"].is_null());
 }
 
 #[tokio::test(flavor = "multi_thread")]

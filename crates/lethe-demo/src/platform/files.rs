@@ -265,9 +265,6 @@ pub const STORES: &str = r#"# Every place outside the warehouse that holds a lea
 # the application database before the warehouse tables loaded from it, the search index and
 # the evaluation set after the tables they are built from.
 
-[requests]
-deadline_days = 30                   # a request is answered within 30 days
-
 # Warehouse tables loaded from the application database every night (`lethe demo reload`).
 [warehouse."crm.learners"]
 depends_on = ["app_db"]

@@ -67,9 +67,11 @@ async fn table_schema(ws: &Workspace, table: &str) -> Result<ArrowSchema> {
     ))
 }
 
-/// Learners under a restriction are held by a load filtered by the register (`suppress`): the
-/// rows `table` has for them stay as they were, the application database's versions are not
-/// loaded (their processing is suspended until the restriction is lifted).
+/// What a load filtered by the register (`suppress`) keeps of `table` as it is: the rows of
+/// learners under a restriction (their processing is suspended: the application database's
+/// versions are not loaded) and the rows a legal hold keeps (the application database no
+/// longer has them once the rest of the learner was erased). Those rows of the incoming batches
+/// are dropped, the table's are kept.
 async fn hold_restricted(
     ws: &Workspace,
     suppress: bool,
@@ -80,7 +82,8 @@ async fn hold_restricted(
         return Ok(batches);
     }
     let restricted = lethe::requests::scope::restricted_hashes(&ws.config.paths.state, "learner")?;
-    if restricted.is_empty() {
+    let held = lethe::erasure::holds::held_rows(ws, table)?;
+    if restricted.is_empty() && held.is_none() {
         return Ok(batches);
     }
     let gov = ws.governance()?;
@@ -92,11 +95,29 @@ async fn hold_restricted(
         lethe::requests::scope::hold_restricted(&batches, &key, &restricted, "learner", &column)?;
     let wh = &ws.warehouse;
     let t = wh.load(&TableName::parse(table)?).await?;
-    let current =
-        lethe_iceberg::ops::rewrite::select_rows(wh, &t, &lethe_iceberg::predicate::Predicate::True)
-            .await?;
-    let (_, stored) =
+    let current = lethe_iceberg::ops::rewrite::select_rows(
+        wh,
+        &t,
+        &lethe_iceberg::predicate::Predicate::True,
+    )
+    .await?;
+    let (_, mut stored) =
         lethe::requests::scope::hold_restricted(&current, &key, &restricted, "learner", &column)?;
+    if let Some(p) = held {
+        let mut incoming = Vec::new();
+        for b in kept {
+            let hit = p.evaluate(&b)?;
+            incoming.push(arrow::compute::filter_record_batch(
+                &b,
+                &arrow::compute::not(&hit)?,
+            )?);
+        }
+        kept = incoming;
+        for b in &current {
+            let hit = p.evaluate(b)?;
+            stored.push(arrow::compute::filter_record_batch(b, &hit)?);
+        }
+    }
     kept.extend(stored);
     Ok(kept)
 }

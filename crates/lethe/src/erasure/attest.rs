@@ -118,15 +118,14 @@ pub struct Attestation {
     pub mentions: BTreeMap<String, TableMentions>,
     /// Places outside the warehouse that may hold the subject.
     pub residuals: Vec<Residual>,
-    /// The request's manifest: every system with action, records, timings and residual.
+    /// The request's manifest: the request (kind, controller, reference, dates, extensions,
+    /// held parts, a restriction's scope) and every system with action, records, timings and
+    /// residual.
     pub manifest: Manifest,
     /// The case file: its SHA-256 as written, and whether its values are still held.
     pub case_file: BTreeMap<String, String>,
     /// The verdict.
     pub verdict: Verdict,
-    /// The request: kind, controller, reference, dates, extensions, held parts, restriction.
-    #[serde(flatten)]
-    pub workflow: crate::erasure::evidence::RequestEvidence,
     /// The lineage drawing of the plan (DOT), for the HTML page.
     #[serde(skip)]
     pub dot: String,
@@ -136,7 +135,7 @@ impl Attestation {
     /// Exit 0 only when both verdicts are COMPLETE (a restriction's manifest, which deletes
     /// nothing, is complete as recorded).
     pub fn is_complete(&self) -> bool {
-        self.workflow.restriction.is_some()
+        self.manifest.workflow.restriction.is_some()
             || (self.verdict.logical == "COMPLETE" && self.verdict.physical == "COMPLETE")
     }
 }
@@ -206,6 +205,17 @@ pub async fn attest(
         .filter(|s| s.is_held())
         .map(|s| s.table.clone())
         .collect();
+    // Everything a legal hold keeps: those tables, and stores (by name).
+    let mut held: std::collections::BTreeSet<String> = held_tables.clone();
+    for s in journal.stores.iter().filter(|s| s.is_held()) {
+        if let Some(h) = &s.held {
+            remaining.push(format!(
+                "store {}: HELD under legal hold `{}` until {} ({}, decided by the {}): not erased",
+                s.store, h.hold, h.until, h.basis, h.decided_by
+            ));
+        }
+        held.insert(s.store.clone());
+    }
     let mut tables = Vec::new();
     for (i, s) in journal.steps.iter().enumerate() {
         if !matches!(
@@ -372,26 +382,32 @@ pub async fn attest(
     if !search_complete {
         physical_ok = false;
     }
-    let mut manifest =
-        crate::erasure::manifest::build(&journal, request, &case.hash, &case.rows, Some(&checks));
+    let mut manifest = crate::erasure::manifest::build(
+        &journal,
+        request,
+        &case.hash,
+        &case.rows,
+        Some(&checks),
+        crate::erasure::evidence::for_erasure(ws, request, &journal)?,
+    );
     let stores_ok = manifest
         .systems
         .iter()
-        .filter(|s| s.kind != "iceberg table")
+        .filter(|s| s.kind != "iceberg table" && !held.contains(&s.system))
         .all(|s| s.state == "verified")
         && manifest.residuals.is_empty();
     if !stores_ok {
         logical_ok = false;
         let tables: std::collections::BTreeSet<&str> =
             tables.iter().map(|t| t.table.as_str()).collect();
-        for item in manifest.open_items() {
+        for item in manifest.open_items(true) {
             if !tables.iter().any(|t| item.starts_with(&format!("{t}:"))) {
                 remaining.push(item);
             }
         }
     }
     let mut residuals: Vec<Residual> = manifest.residuals.clone();
-    let values_held = !(destroy && logical_ok && physical_ok && held_tables.is_empty());
+    let values_held = !(destroy && logical_ok && physical_ok && held.is_empty());
     residuals.push(Residual {
         place: format!("case file {}", case_path(ws, request).display()),
         basis: "the erasure's own record of the subject's traces, needed to prove the erasure"
@@ -448,7 +464,7 @@ pub async fn attest(
         manifest,
         case_file,
         verdict: Verdict {
-            logical: if logical_ok && !held_tables.is_empty() {
+            logical: if logical_ok && !held.is_empty() {
                 "PARTLY_REFUSED".into()
             } else if logical_ok {
                 "COMPLETE".into()
@@ -464,10 +480,9 @@ pub async fn attest(
             },
             remaining,
         },
-        workflow: crate::erasure::evidence::for_erasure(ws, request, &journal)?,
         dot: plan_dot(&plan),
     };
-    certify(ws, &mut attestation, &held_tables)?;
+    certify(ws, &mut attestation, &held)?;
     // The case file is personal data too: once COMPLETE, keep only hashes and counts.
     if destroy && attestation.is_complete() {
         let kept = CaseFile {
@@ -545,8 +560,8 @@ fn certify(
         );
         records.save(&r)?;
     }
-    a.workflow.state = Some(r.state);
-    a.workflow.certifications = r.certifications.clone();
+    a.manifest.workflow.state = Some(r.state);
+    a.manifest.workflow.certifications = r.certifications.clone();
     Ok(())
 }
 
@@ -554,14 +569,18 @@ fn certify(
 /// nothing to scan for.
 fn attest_restriction(ws: &Workspace, r: &crate::requests::Request) -> Result<Attestation> {
     let now = Utc::now().to_rfc3339();
-    let ev = crate::erasure::evidence::restriction(ws, r)?;
-    let mut remaining = Vec::new();
-    for t in &ev.not_restricted {
-        remaining.push(format!("{}: {}", t.table, t.how));
-    }
-    let logical = if ev.in_force { "RESTRICTED" } else { "LIFTED" };
+    let scope = crate::requests::scope::Scope::load(&ws.config.paths.state, &r.id)?;
     let mut workflow = crate::erasure::evidence::from_record(Some(r));
-    workflow.restriction = Some(ev);
+    workflow.restriction = Some(crate::erasure::evidence::restriction(ws, r)?);
+    let manifest = crate::erasure::manifest::restriction(r, &scope, workflow);
+    // What isn't suspended, by name (tables lethe can't restrict, every store).
+    let remaining: Vec<String> = manifest
+        .systems
+        .iter()
+        .filter(|s| s.state.starts_with("not suspended"))
+        .map(|s| format!("{}: {}", s.system, s.state))
+        .collect();
+    let logical = manifest.status.clone();
     let a = Attestation {
         request: r.id.clone(),
         batch: r.id.clone(),
@@ -578,15 +597,16 @@ fn attest_restriction(ws: &Workspace, r: &crate::requests::Request) -> Result<At
         cleanup: BTreeMap::new(),
         scan: BTreeMap::new(),
         holding: Vec::new(),
+        searched: Searched::default(),
         mentions: BTreeMap::new(),
         residuals: Vec::new(),
+        manifest,
         case_file: BTreeMap::new(),
         verdict: Verdict {
-            logical: logical.into(),
+            logical,
             physical: "NOT_APPLICABLE".into(),
             remaining,
         },
-        workflow,
         dot: String::new(),
     };
     let evidence_dir = ws.config.paths.state.join("attestations");
@@ -601,7 +621,7 @@ fn attest_restriction(ws: &Workspace, r: &crate::requests::Request) -> Result<At
 /// The request's part of the HTML page: instruction, dates, extensions, certifications, the
 /// partial refusal with its held parts, a restriction's scope.
 fn workflow_html(a: &Attestation, esc: &dyn Fn(&str) -> String) -> String {
-    let w = &a.workflow;
+    let w = &a.manifest.workflow;
     let opt = |v: &Option<String>| esc(v.as_deref().unwrap_or("-"));
     let day = |d: Option<chrono::NaiveDate>| d.map_or("-".to_string(), |d| d.to_string());
     let mut h = format!(
@@ -664,7 +684,7 @@ fn workflow_html(a: &Attestation, esc: &dyn Fn(&str) -> String) -> String {
     }
     if let Some(r) = &w.restriction {
         h.push_str(&format!(
-            "<h2>Restriction</h2><p>In force since {}{}. Nothing was deleted. Roles that still see the rows: {}.</p><table><tr><th>table</th><th>suspended how</th><th>column</th><th>rows</th></tr>",
+            "<h2>Restriction</h2><p>In force since {}{}. Nothing was deleted. Roles that still see the rows: {}. What was suspended where: the manifest below.</p>",
             r.since,
             match (&r.lifted_on, &r.lifted_by) {
                 (Some(d), Some(by)) => format!("; lifted on {d} by {}", esc(by)),
@@ -672,16 +692,6 @@ fn workflow_html(a: &Attestation, esc: &dyn Fn(&str) -> String) -> String {
             },
             esc(&r.visible_to_roles.join(", "))
         ));
-        for t in r.suspended.iter().chain(&r.not_restricted) {
-            h.push_str(&format!(
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                esc(&t.table),
-                esc(&t.how),
-                esc(t.column.as_deref().unwrap_or("-")),
-                t.rows.map_or("-".to_string(), |n| n.to_string())
-            ));
-        }
-        h.push_str("</table>");
     }
     h
 }
@@ -843,7 +853,7 @@ pub fn html(a: &Attestation, plan: &crate::erasure::plan::Plan) -> String {
 <h1>Erasure attestation</h1><p>Request <b>{req}</b> (batch {batch}) for a <b>{kind}</b>, register hash <code>{hash}</code>. Received {rec}; erased {era}; certified {cert}.</p>\
 <p class=\"v\">Logical erasure: {log} &middot; Physical purge: {phys}</p>{workflow}<h2>What remains</h2>{rem}\
 <h2>Plan</h2><p>Coverage: {disc} tables discovered, {res} resolved automatically, {ex} exempt, {unres} unresolved ({pct:.1}%).</p>{svg}\
-<h2>Manifest: every system ({mstatus})</h2><p>Received {rec}; deadline {deadline}; certified {certified}.</p><table><tr><th>system</th><th>kind</th><th>action</th><th>mechanism</th><th>records</th><th>started</th><th>verified</th><th>took</th><th>residual</th></tr>{systems}</table><h3>Hand-offs</h3>{hand_offs}\
+<h2>Manifest: every system ({mstatus})</h2><p>Received {mrec}; due {deadline}; certified {certified}.</p><table><tr><th>system</th><th>kind</th><th>action</th><th>mechanism</th><th>records</th><th>started</th><th>verified</th><th>took</th><th>residual</th></tr>{systems}</table><h3>Hand-offs</h3>{hand_offs}\
 <h2>Per table</h2><table><tr><th>table</th><th>action</th><th>rows affected</th><th>commits</th><th>residual</th></tr>{rows}</table>\
 <h2>Cleanup</h2><table>{cleanup}</table><h2>Proof scan</h2><table>{scan}</table><h2>Searched for</h2>{traces}<h2>Files holding traces</h2>{holding}\
 <h2>Mentions for review</h2><p>{mentions} row(s) elsewhere mention the subject.</p><h2>Outside the warehouse</h2>{residuals}\
@@ -875,7 +885,16 @@ pub fn html(a: &Attestation, plan: &crate::erasure::plan::Plan) -> String {
         mentions = a.mentions.values().map(|m| m.rows).sum::<u64>(),
         residuals = list(&residuals),
         mstatus = esc(&a.manifest.status),
-        deadline = esc(a.manifest.deadline.as_deref().unwrap_or("-")),
+        mrec = a
+            .manifest
+            .workflow
+            .received
+            .map_or("-".to_string(), |d| d.to_string()),
+        deadline = a
+            .manifest
+            .workflow
+            .due
+            .map_or("-".to_string(), |d| d.to_string()),
         certified = esc(a.manifest.certified.as_deref().unwrap_or("not certified")),
         hand_offs = list(&hand_offs),
         case = a

@@ -8,17 +8,16 @@
 //! steps) and a restriction's scope (tables, columns and counts — never its values).
 
 use chrono::NaiveDate;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::erasure::erase::Journal;
 use crate::erasure::plan::Held;
 use crate::error::Result;
-use crate::requests::scope::Scope;
 use crate::requests::{Certification, Extension, Kind, Request, Requests, State};
 use crate::workspace::Workspace;
 
 /// A part of the request held under a legal hold.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HeldPart {
     /// The table (or store) kept.
     pub system: String,
@@ -36,21 +35,8 @@ pub struct HeldPart {
     pub released_on: Option<NaiveDate>,
 }
 
-/// One table of a restriction's scope.
-#[derive(Debug, Clone, Serialize)]
-pub struct SuspendedTable {
-    /// The table.
-    pub table: String,
-    /// How the subject's rows are suspended there.
-    pub how: String,
-    /// The column that selects them (row filters), if any.
-    pub column: Option<String>,
-    /// The subject's rows there when the restriction was recorded (row filters).
-    pub rows: Option<u64>,
-}
-
 /// A restriction's scope, for the recipient.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RestrictionEvidence {
     /// Recorded (the day received).
     pub since: NaiveDate,
@@ -62,16 +48,13 @@ pub struct RestrictionEvidence {
     pub in_force: bool,
     /// The roles that still see the rows (the policy's `restricted = "show"`).
     pub visible_to_roles: Vec<String>,
-    /// What was suspended where.
-    pub suspended: Vec<SuspendedTable>,
-    /// Tables lethe can't restrict (lineage can't say where the rows are), with the reason.
-    pub not_restricted: Vec<SuspendedTable>,
-    /// Rows or files deleted: always 0, a restriction never deletes.
+    /// Rows or files deleted: always 0, a restriction never deletes. What was suspended where
+    /// is the manifest's `systems`.
     pub deleted: u64,
 }
 
 /// The request as the attestation shows it (flattened into it).
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RequestEvidence {
     /// `erasure` or `restriction`.
     pub kind: Option<Kind>,
@@ -100,34 +83,56 @@ pub struct RequestEvidence {
     pub restriction: Option<RestrictionEvidence>,
 }
 
-/// The held parts of an erasure (held now or released since).
+/// The held parts of an erasure (held now or released since): tables, then stores.
 pub fn held_parts(journal: &Journal) -> Vec<HeldPart> {
-    journal
+    let part = |system: String, action: String, h: &Held| HeldPart {
+        system,
+        action_when_released: action,
+        hold: h.hold.clone(),
+        basis: h.basis.clone(),
+        decided_by: h.decided_by.clone(),
+        until: h.until,
+        released_on: h.released_on,
+    };
+    let tables = journal.steps.iter().filter_map(|s| {
+        Some(part(
+            s.table.clone(),
+            s.action.to_string(),
+            s.held.as_ref()?,
+        ))
+    });
+    let stores = journal.stores.iter().filter_map(|s| {
+        Some(part(
+            s.store.clone(),
+            s.action.to_string(),
+            s.held.as_ref()?,
+        ))
+    });
+    tables.chain(stores).collect()
+}
+
+/// The systems a legal hold keeps now, as a recipient reads them (tables by name, stores as
+/// `the store NAME`).
+pub fn held_now(journal: &Journal) -> Vec<(String, &Held)> {
+    let tables = journal
         .steps
         .iter()
-        .filter_map(|s| s.held.as_ref().map(|h| (s, h)))
-        .map(|(s, h): (_, &Held)| HeldPart {
-            system: s.table.clone(),
-            action_when_released: s.action.to_string(),
-            hold: h.hold.clone(),
-            basis: h.basis.clone(),
-            decided_by: h.decided_by.clone(),
-            until: h.until,
-            released_on: h.released_on,
-        })
-        .collect()
+        .filter(|s| s.is_held())
+        .filter_map(|s| Some((s.table.clone(), s.held.as_ref()?)));
+    let stores = journal
+        .stores
+        .iter()
+        .filter(|s| s.is_held())
+        .filter_map(|s| Some((format!("the store {}", s.store), s.held.as_ref()?)));
+    tables.chain(stores).collect()
 }
 
 /// The evidence of an erasure request: its record (when it has one) and its held parts.
 pub fn for_erasure(ws: &Workspace, request: &str, journal: &Journal) -> Result<RequestEvidence> {
     let record = Requests::in_state(&ws.config.paths.state).find(request)?;
     let held = held_parts(journal);
-    let still: Vec<(&str, &Held)> = journal
-        .steps
-        .iter()
-        .filter(|s| s.is_held())
-        .filter_map(|s| s.held.as_ref().map(|h| (s.table.as_str(), h)))
-        .collect();
+    let now = held_now(journal);
+    let still: Vec<(&str, &Held)> = now.iter().map(|(s, h)| (s.as_str(), *h)).collect();
     let mut e = from_record(record.as_ref());
     e.refusal = crate::erasure::holds::refusal_text(&still);
     e.held = held;
@@ -153,9 +158,8 @@ pub fn from_record(record: Option<&Request>) -> RequestEvidence {
     }
 }
 
-/// A restriction's scope in words: what was suspended where.
+/// A restriction's evidence: since when, whether lifted, who still sees the rows.
 pub fn restriction(ws: &Workspace, r: &Request) -> Result<RestrictionEvidence> {
-    let scope = Scope::load(&ws.config.paths.state, &r.id)?.without_values();
     let visible_to_roles = match crate::access::policy::Policy::load(&ws.config.paths.governance) {
         Ok(p) => p
             .doc()
@@ -166,44 +170,12 @@ pub fn restriction(ws: &Workspace, r: &Request) -> Result<RestrictionEvidence> {
             .collect(),
         Err(_) => Vec::new(),
     };
-    let mut suspended: Vec<SuspendedTable> = scope
-        .tables
-        .iter()
-        .map(|t| SuspendedTable {
-            table: t.table.clone(),
-            how: "rows left out of every query (but for the roles named) and of every pipeline's inputs; kept, not deleted".into(),
-            column: Some(t.column.clone()),
-            rows: Some(t.rows),
-        })
-        .collect();
-    for (t, p) in &scope.rebuilt {
-        suspended.push(SuspendedTable {
-            table: t.clone(),
-            how: format!(
-                "only shaped by the subject's rows: pipeline `{p}` leaves them out from its next run"
-            ),
-            column: None,
-            rows: None,
-        });
-    }
-    let not_restricted = scope
-        .unresolved
-        .iter()
-        .map(|(t, why)| SuspendedTable {
-            table: t.clone(),
-            how: format!("not restricted: {why}"),
-            column: None,
-            rows: None,
-        })
-        .collect();
     Ok(RestrictionEvidence {
         since: r.received,
         lifted_on: r.lifted.as_ref().map(|l| l.on),
         lifted_by: r.lifted.as_ref().map(|l| l.by.clone()),
         in_force: r.restricting(),
         visible_to_roles,
-        suspended,
-        not_restricted,
         deleted: 0,
     })
 }

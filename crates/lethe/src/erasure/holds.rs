@@ -1,7 +1,8 @@
-//! Legal holds applied to an erasure: the steps of a held table are marked HELD with the
-//! hold's basis and are not carried out; the rest of the plan is. When the hold ends (a day
-//! after its `until`, or once it is removed from `governance/holds.toml`), rerunning the
-//! request releases the held steps and carries them out.
+//! Legal holds applied to an erasure: the steps of a held table, and the stores a hold names,
+//! are marked HELD with the hold's basis and are not carried out; the rest of the plan is.
+//! When the hold ends (a day after its `until`, or once it is removed from
+//! `governance/holds.toml`), rerunning the request releases the held steps and stores and
+//! carries them out (a held store is deleted and probed then, like any other).
 //!
 //! A hold names requests by ID or by the controller's reference (from the request's record,
 //! [`crate::requests`]). In a batch, a hold must name every request of the batch: a table held
@@ -16,17 +17,28 @@ use crate::governance::Governance;
 use crate::requests::Requests;
 use crate::workspace::Workspace;
 
-/// The holds in force on `day` over `requests`, by table: (table, held). Errors when a hold
-/// names a table the catalog doesn't have, or names only part of a batch.
+/// The holds in force over a request: per table and per store, the hold that keeps it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct InForce {
+    /// (table, hold).
+    pub tables: Vec<(String, Held)>,
+    /// (store, hold): stores of `governance/stores.toml`.
+    pub stores: Vec<(String, Held)>,
+}
+
+/// The holds in force on `day` over `requests`, by table and by store. Errors when a hold
+/// names a table the catalog doesn't have or a store `governance/stores.toml` doesn't
+/// register, or names only part of a batch.
 pub fn holds_in_force(
     ws: &Workspace,
     gov: &Governance,
     requests: &[RequestSpec],
     day: NaiveDate,
     catalog_tables: &[String],
-) -> Result<Vec<(String, Held)>> {
+) -> Result<InForce> {
     let records = Requests::in_state(&ws.config.paths.state);
-    let mut out: Vec<(String, Held)> = Vec::new();
+    let registry = crate::stores::registry::load(&gov.dir)?;
+    let mut out = InForce::default();
     let mut per_request: Vec<Vec<String>> = Vec::new();
     for r in requests {
         let reference = records.find(&r.request)?.and_then(|x| x.reference);
@@ -40,24 +52,38 @@ pub fn holds_in_force(
                     ));
                 }
             }
+            for (i, st) in a.hold.stores.iter().enumerate() {
+                if !registry.value.stores.contains_key(st) {
+                    return Err(gov.holds.error_at(
+                        &format!("holds.\"{}\".stores", a.name),
+                        format!(
+                            "entry {}: `{st}` is not a store of {}",
+                            i + 1,
+                            registry.path.display()
+                        ),
+                    ));
+                }
+            }
             if !a.hold.in_force(day) {
                 continue;
             }
             names.push(a.name.to_string());
-            for t in &a.hold.tables {
-                if out.iter().any(|(x, h)| x == t && h.hold == a.name) {
-                    continue;
+            let held = Held {
+                hold: a.name.to_string(),
+                basis: a.hold.basis.clone(),
+                decided_by: a.hold.decided_by.clone(),
+                until: a.hold.until.unwrap_or(day),
+                released_on: None,
+            };
+            for (list, systems) in [
+                (&mut out.tables, &a.hold.tables),
+                (&mut out.stores, &a.hold.stores),
+            ] {
+                for x in systems {
+                    if !list.iter().any(|(y, h)| y == x && h.hold == a.name) {
+                        list.push((x.clone(), held.clone()));
+                    }
                 }
-                out.push((
-                    t.clone(),
-                    Held {
-                        hold: a.name.to_string(),
-                        basis: a.hold.basis.clone(),
-                        decided_by: a.hold.decided_by.clone(),
-                        until: a.hold.until.unwrap_or(day),
-                        released_on: None,
-                    },
-                ));
             }
         }
         names.sort();
@@ -71,6 +97,14 @@ pub fn holds_in_force(
     Ok(out)
 }
 
+/// The hold that keeps `system` (a table or a store) in `held`: the one that ends last.
+pub fn keeping<'a>(held: &'a [(String, Held)], system: &str) -> Option<&'a Held> {
+    held.iter()
+        .filter(|(t, _)| t == system)
+        .map(|(_, h)| h)
+        .max_by_key(|h| h.until)
+}
+
 /// Marks the plan's steps under a hold as HELD (a table under two holds shows the one that
 /// ends last). Steps that change nothing (NO_ACTION, UNRESOLVED) are not marked.
 pub fn mark(plan: &mut Plan, held: &[(String, Held)]) {
@@ -81,17 +115,39 @@ pub fn mark(plan: &mut Plan, held: &[(String, Held)]) {
         ) {
             continue;
         }
-        s.held = held
-            .iter()
-            .filter(|(t, _)| *t == s.table)
-            .map(|(_, h)| h.clone())
-            .max_by_key(|h| h.until);
+        s.held = keeping(held, &s.table).cloned();
     }
 }
 
 /// The day holds are judged on: the one given, else today by the workspace's clock.
 pub fn day_or_today(ws: &Workspace, day: Option<NaiveDate>) -> NaiveDate {
     day.unwrap_or_else(|| ws.clock.now().date_naive())
+}
+
+/// What legal holds keep in `table`: the selection (column IN values) of every held step of
+/// every erasure. A loader that replaces the table's contents (a nightly reload from a source
+/// the erasure cleared) must keep these rows as the table has them, or the reload would
+/// destroy what the hold preserves. `None` when no hold keeps rows there.
+pub fn held_rows(
+    ws: &Workspace,
+    table: &str,
+) -> Result<Option<lethe_iceberg::predicate::Predicate>> {
+    use lethe_iceberg::predicate::Predicate;
+    let mut any = Vec::new();
+    for j in crate::erasure::erase::journals(ws)? {
+        for s in j.steps.iter().filter(|s| s.is_held() && s.table == table) {
+            if let Some(c) = &s.column
+                && !s.values.is_empty()
+            {
+                any.push(Predicate::is_in(c.clone(), s.values.clone()));
+            }
+        }
+    }
+    Ok(match any.len() {
+        0 => None,
+        1 => Some(any.remove(0)),
+        _ => Some(Predicate::Or(any)),
+    })
 }
 
 /// The partial refusal in words a recipient can read.

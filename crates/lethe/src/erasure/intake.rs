@@ -133,14 +133,31 @@ pub async fn open(
                     Action::NoAction => {}
                 }
             }
+            let registry = crate::stores::registry::load(&gov.dir)?;
+            let only = (gov.subjects.value.len() == 1)
+                .then(|| gov.subjects.value.keys().next().cloned())
+                .flatten();
+            for (name, c) in &registry.value.stores {
+                let kind = c.subject.clone().or_else(|| only.clone());
+                if kind.as_deref() == Some(o.subject.subject.as_str())
+                    && c.kind != crate::stores::StoreKind::Model
+                {
+                    scope.stores.push(crate::requests::scope::ScopedStore {
+                        store: name.clone(),
+                        kind: c.kind.to_string(),
+                        owner: c.owner.clone(),
+                    });
+                }
+            }
             write_case(ws, &case)?;
             scope.save(&ws.config.paths.state)?;
             record.history.push(crate::requests::Event {
                 at: o.received.to_string(),
                 state: State::Restricted,
                 note: format!(
-                    "restricted: rows left out of queries and pipeline inputs in {} table(s); nothing deleted",
-                    scope.tables.len()
+                    "restricted: rows left out of queries and pipeline inputs in {} table(s); nothing deleted; {} store(s) lethe can't suspend",
+                    scope.tables.len(),
+                    scope.stores.len()
                 ),
             });
         }

@@ -1,24 +1,35 @@
 //! The manifest of one request: every system that held (or may hold) the subject, in the shape
-//! a customer's compliance team acts on.
+//! a customer's compliance team acts on. lethe acts as the controller's processor: it takes
+//! the instruction and returns this.
 //!
-//! It names the request, the subject by the register's keyed hash (never the ID), when the
-//! request was received, its deadline and when it was certified; then one entry per *system* —
-//! each warehouse table the plan changed and each registered store — with the action, the
-//! mechanism, the records affected, when it started, when it was verified, how long it took
-//! and the residual; then the residuals (stores that can't be probed or deleted, with basis,
-//! expiry and control; places a store couldn't change, such as a Git remote), and the
-//! hand-offs (models trained on tables the subject's rows reached, named with their owner,
-//! never claimed as erased).
+//! It names the request and what it asked for — its kind, the controller that instructed it
+//! and their reference, the day it was received and the day it is due (after any extension,
+//! with the reason), its state and every certification — the subject by the register's keyed
+//! hash (never the ID); then one entry per *system* — each warehouse table the plan changed and
+//! each registered store — with the action, the mechanism, the records affected, when it
+//! started, when it was verified, how long it took and the residual; then the residuals (stores
+//! that can't be probed or deleted, with basis, expiry and control; places a store couldn't
+//! change, such as a Git remote), and the hand-offs (models trained on tables the subject's
+//! rows reached, named with their owner, never claimed as erased). A system a legal hold keeps
+//! is HELD, with the hold's basis, and the partial refusal is stated in words a recipient can
+//! read ([`crate::erasure::evidence`]).
 //!
-//! Its status is COMPLETE only when every system is verified; OPEN while a store is pending
-//! (a rebuild, a retention date) or failed (the request is resumable); INCOMPLETE when a
-//! residual can never be verified by lethe. Built from the journal, so `lethe erase` prints it
-//! as its summary and `lethe attest` includes it (with the tables' fresh check).
+//! Its status is COMPLETE only when every system is verified; PARTLY_REFUSED when every system
+//! but those a legal hold keeps is verified; OPEN while a store is pending (a rebuild, a
+//! retention date) or failed (the request is resumable); INCOMPLETE when a residual can never
+//! be verified by lethe. A restriction's manifest ([`restriction`]) is RESTRICTED or LIFTED and
+//! lists what was suspended where, and every store, which lethe can't suspend. Built from the
+//! journal, so `lethe erase` prints it as its summary and `lethe attest` includes it (with the
+//! tables' fresh check).
 
 use serde::{Deserialize, Serialize};
 
 use crate::erasure::erase::{Journal, StoreState, StoreStep};
+use crate::erasure::evidence::RequestEvidence;
+use crate::erasure::plan::Held;
+use crate::error::Result;
 use crate::stores::StoreAction;
+use crate::workspace::Workspace;
 
 /// A place that still holds (or may hold) the subject.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -65,8 +76,11 @@ pub struct System {
     pub duration_ms: Option<u64>,
     /// Records (or files) still holding the subject at the last check; `None` when not checked.
     pub residual: Option<u64>,
-    /// verified, deleted, pending rebuild, pending retention until DATE, failed: WHY, ...
+    /// verified, deleted, pending rebuild, pending retention until DATE, failed: WHY, HELD
+    /// under legal hold ..., suspended, not suspended: WHY, ...
     pub state: String,
+    /// The legal hold that keeps (or kept, once `released_on` is set) this system.
+    pub held: Option<Held>,
 }
 
 /// The manifest of one request.
@@ -78,13 +92,13 @@ pub struct Manifest {
     pub subject_kind: String,
     /// The subject reference: the register's keyed hash (HMAC-SHA256), never the ID.
     pub subject_ref: String,
-    /// When the request was received (the erasure started).
-    pub received: String,
-    /// The day it must be answered by.
-    pub deadline: Option<String>,
-    /// When it was certified (a COMPLETE attestation).
+    /// The request: kind, controller, reference, received and due days, extensions, state,
+    /// certifications, held parts and the partial refusal, a restriction's scope.
+    #[serde(flatten)]
+    pub workflow: RequestEvidence,
+    /// When it was certified (a COMPLETE or PARTLY_REFUSED attestation).
     pub certified: Option<String>,
-    /// COMPLETE, OPEN or INCOMPLETE.
+    /// COMPLETE, PARTLY_REFUSED, OPEN or INCOMPLETE; RESTRICTED or LIFTED for a restriction.
     pub status: String,
     /// Every system, in erasure order (sources first).
     pub systems: Vec<System>,
@@ -112,8 +126,20 @@ fn millis_between(a: &Option<String>, b: &Option<String>) -> Option<u64> {
     u64::try_from((b - a).num_milliseconds()).ok()
 }
 
+/// A held system's state, in words: the hold, its end, its basis and who decided.
+fn held_state(h: &Held) -> String {
+    format!(
+        "HELD under legal hold `{}` until {}: {} (decided by the {})",
+        h.hold,
+        h.until,
+        h.basis.trim(),
+        h.decided_by
+    )
+}
+
 fn store_state(s: &StoreStep) -> String {
     match s.state {
+        StoreState::Held => s.held.as_ref().map(held_state).unwrap_or_default(),
         StoreState::PendingRetention => format!(
             "pending retention until {}",
             s.expires_on.clone().unwrap_or_default()
@@ -130,15 +156,31 @@ fn store_state(s: &StoreStep) -> String {
     }
 }
 
+/// The manifest of `request` from its erasure's journal, its case file and its record.
+/// `tables`, when given, is the attestation's fresh check of each table.
+pub fn of_request(
+    ws: &Workspace,
+    journal: &Journal,
+    request: &str,
+    tables: Option<&[TableCheck]>,
+) -> Result<Manifest> {
+    let case = crate::erasure::case::read_case(ws, request)?;
+    let workflow = crate::erasure::evidence::for_erasure(ws, request, journal)?;
+    Ok(build(
+        journal, request, &case.hash, &case.rows, tables, workflow,
+    ))
+}
+
 /// The manifest of `request` from its erasure's journal. `rows` is the request's rows per
 /// table (from its case file); `tables`, when given, the attestation's fresh check of each
-/// table; `subject_ref` the register hash.
+/// table; `subject_ref` the register hash; `workflow` the request's evidence (its record).
 pub fn build(
     journal: &Journal,
     request: &str,
     subject_ref: &str,
     rows: &std::collections::BTreeMap<String, u64>,
     tables: Option<&[TableCheck]>,
+    mut workflow: RequestEvidence,
 ) -> Manifest {
     let spec = journal.requests.iter().find(|r| r.request == request);
     let mut systems = Vec::new();
@@ -158,6 +200,7 @@ pub fn build(
             .as_ref()
             .map(|_| s.residual.get(request).copied().unwrap_or(0)),
         state: store_state(s),
+        held: s.held.clone(),
     };
     for s in journal.stores.iter().filter(|s| s.before_warehouse) {
         systems.push(store_system(s));
@@ -201,12 +244,14 @@ pub fn build(
             duration_ms: millis_between(&st.started_at, &st.finished_at),
             residual: check.map(|c| c.residual),
             state: match (check, st.done, cleaned) {
+                _ if st.is_held() => st.held.as_ref().map(held_state).unwrap_or_default(),
                 (Some(c), _, _) if c.residual == 0 => "verified".into(),
                 (Some(c), _, _) => format!("holds the subject ({} left)", c.residual),
                 (None, true, true) => "deleted and cleaned up; verified by the attestation".into(),
                 (None, true, false) => "deleted; cleanup pending".into(),
                 (None, false, _) => "planned".into(),
             },
+            held: st.held.clone(),
         });
     }
     for s in journal.stores.iter().filter(|s| !s.before_warehouse) {
@@ -237,23 +282,37 @@ pub fn build(
             });
         }
     }
+    let holding = |s: &System| s.held.as_ref().is_some_and(|h| h.released_on.is_none());
     let complete = systems.iter().all(|s| s.state == "verified") && residuals.is_empty();
+    let partly = !complete
+        && residuals.is_empty()
+        && systems.iter().all(|s| s.state == "verified" || holding(s));
     let never = journal
         .stores
         .iter()
         .any(|s| s.state == StoreState::Residual)
         || journal.stores.iter().any(|s| !s.unreachable.is_empty());
+    // A journal from before requests had records: its own start and deadline stand.
+    if workflow.received.is_none() {
+        workflow.received = chrono::DateTime::parse_from_rfc3339(&journal.started_at)
+            .ok()
+            .map(|d| d.date_naive());
+    }
+    if workflow.due.is_none() {
+        workflow.due = journal.deadline.as_deref().and_then(|d| d.parse().ok());
+    }
     Manifest {
         request: request.to_string(),
         subject_kind: spec.map(|s| s.subject.clone()).unwrap_or_default(),
         subject_ref: subject_ref.to_string(),
-        received: journal.started_at.clone(),
-        deadline: journal.deadline.clone(),
+        workflow,
         certified: None,
         status: if complete {
             "COMPLETE".into()
         } else if never {
             "INCOMPLETE".into()
+        } else if partly {
+            "PARTLY_REFUSED".into()
         } else {
             "OPEN".into()
         },
@@ -263,18 +322,124 @@ pub fn build(
     }
 }
 
+/// A restriction's manifest: every place the subject's rows are suspended (the warehouse
+/// tables, left out of queries and pipelines), the tables lethe can't restrict, and every
+/// registered store of the subject's kind, none of which lethe can suspend (the store protocol
+/// deletes and probes; it has no way to stop processing), each named with its owner. Nothing is
+/// deleted, so no system has a residual.
+pub fn restriction(
+    r: &crate::requests::Request,
+    scope: &crate::requests::scope::Scope,
+    workflow: RequestEvidence,
+) -> Manifest {
+    let in_force = r.restricting();
+    let lifted_on = r.lifted.as_ref().map(|l| l.on);
+    let visible: Vec<String> = workflow
+        .restriction
+        .as_ref()
+        .map(|e| e.visible_to_roles.clone())
+        .unwrap_or_default();
+    let state = |s: &str| {
+        if in_force {
+            s.to_string()
+        } else {
+            format!(
+                "lifted on {}",
+                lifted_on.map(|d| d.to_string()).unwrap_or_default()
+            )
+        }
+    };
+    let roles = if visible.is_empty() {
+        String::new()
+    } else {
+        format!(" (but for the roles {})", visible.join(", "))
+    };
+    let mut systems = Vec::new();
+    let system = |name: &str, kind: &str, action: &str, mechanism: String, records: u64| System {
+        system: name.to_string(),
+        kind: kind.to_string(),
+        action: action.to_string(),
+        mechanism,
+        records,
+        started: Some(r.received.to_string()),
+        verified: None,
+        duration_ms: None,
+        residual: None,
+        state: String::new(),
+        held: None,
+    };
+    for t in &scope.tables {
+        let mut s = system(
+            &t.table,
+            "iceberg table",
+            "SUSPEND",
+            format!(
+                "rows selected by {} value(s) of {} left out of every query{roles} and of every pipeline's inputs; kept, not deleted",
+                t.values.len(),
+                t.column
+            ),
+            t.rows,
+        );
+        s.state = state("suspended");
+        systems.push(s);
+    }
+    for (t, p) in &scope.rebuilt {
+        let mut s = system(
+            t,
+            "iceberg table",
+            "SUSPEND",
+            format!(
+                "only shaped by the subject's rows: pipeline `{p}` leaves them out from its next run"
+            ),
+            0,
+        );
+        s.state = state("suspended from its next rebuild");
+        systems.push(s);
+    }
+    for (t, why) in &scope.unresolved {
+        let mut s = system(t, "iceberg table", "NONE", String::new(), 0);
+        s.state = format!("not suspended: {why}");
+        systems.push(s);
+    }
+    for st in &scope.stores {
+        let mut s = system(&st.store, &st.kind, "NONE", String::new(), 0);
+        s.state = format!(
+            "not suspended: lethe can't suspend processing in a store (it can delete and probe only); its owner, the {}, must",
+            st.owner
+        );
+        systems.push(s);
+    }
+    Manifest {
+        request: r.id.clone(),
+        subject_kind: r.subject.clone(),
+        subject_ref: r.subject_hash.clone(),
+        workflow,
+        certified: None,
+        status: if in_force {
+            "RESTRICTED".into()
+        } else {
+            "LIFTED".into()
+        },
+        systems,
+        residuals: Vec::new(),
+        hand_offs: Vec::new(),
+    }
+}
+
 impl Manifest {
     /// True when every system is verified and nothing remains outside lethe's reach.
     pub fn is_complete(&self) -> bool {
         self.status == "COMPLETE"
     }
 
-    /// What keeps the manifest from COMPLETE, in words naming the systems.
-    pub fn open_items(&self) -> Vec<String> {
+    /// What keeps the manifest from COMPLETE, in words naming the systems (held ones but for
+    /// `except_held`).
+    pub fn open_items(&self, except_held: bool) -> Vec<String> {
         let mut v: Vec<String> = self
             .systems
             .iter()
             .filter(|s| s.state != "verified")
+            .filter(|s| !(except_held && s.held.as_ref().is_some_and(|h| h.released_on.is_none())))
             .map(|s| format!("{}: {}", s.system, s.state))
             .collect();
         for r in &self.residuals {

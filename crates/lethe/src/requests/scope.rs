@@ -17,6 +17,11 @@
 //! the scope lists them as left out at their next rebuild, since their pipeline's inputs leave
 //! the subject out. Tables the plan can't resolve are listed too, as not restricted.
 //!
+//! Stores outside the warehouse (`governance/stores.toml`) are listed too, each as not
+//! suspended: the store protocol deletes and probes, and has no way to stop processing in a
+//! store, so the restriction's manifest names every store of the subject's kind with its owner,
+//! who must suspend processing there.
+//!
 //! What the scope does not follow: rows of a kind the subject owned that arrive after the
 //! restriction and carry only a row key (not the subject's identifier). Rows reaching derived
 //! tables go through pipelines, whose inputs already leave the subject out.
@@ -62,6 +67,20 @@ pub struct Scope {
     pub rebuilt: BTreeMap<String, String>,
     /// Tables the plan can't resolve, with the reason: not restricted.
     pub unresolved: BTreeMap<String, String>,
+    /// Registered stores of the subject's kind: not suspended (lethe can't suspend a store).
+    #[serde(default)]
+    pub stores: Vec<ScopedStore>,
+}
+
+/// A registered store a restriction reaches but can't suspend.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScopedStore {
+    /// The store's name in governance/stores.toml.
+    pub store: String,
+    /// Its kind.
+    pub kind: String,
+    /// Its owner (a role), who must suspend processing there.
+    pub owner: String,
 }
 
 impl Scope {

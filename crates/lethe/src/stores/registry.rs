@@ -1,9 +1,6 @@
 //! `governance/stores.toml`: every store outside the warehouse that can hold a subject.
 //!
 //! ```toml
-//! [requests]
-//! deadline_days = 30                 # a request must be answered within this (default 30)
-//!
 //! [warehouse."crm.learners"]          # warehouse tables loaded from a registered store
 //! depends_on = ["app_db"]
 //!
@@ -270,27 +267,10 @@ pub struct TableSources {
     pub depends_on: Vec<String>,
 }
 
-/// Request settings.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Requests {
-    /// Days from receipt within which a request must be answered.
-    pub deadline_days: u32,
-}
-
-impl Default for Requests {
-    fn default() -> Self {
-        Requests { deadline_days: 30 }
-    }
-}
-
 /// The file as written.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawStores {
-    /// Request settings.
-    #[serde(default)]
-    pub requests: Requests,
     /// Warehouse tables loaded from stores.
     #[serde(default)]
     pub warehouse: BTreeMap<String, TableSources>,
@@ -497,9 +477,6 @@ pub fn load(governance: &Path) -> Result<Registry> {
 
 fn check(f: &Registry) -> Result<()> {
     let stores = &f.value.stores;
-    if f.value.requests.deadline_days == 0 {
-        return Err(f.error_at("requests.deadline_days", "must be at least 1"));
-    }
     for (name, s) in stores {
         let at = |k: &str| format!("stores.{name}.{k}");
         if name.is_empty()

@@ -148,6 +148,33 @@ pub fn load_journal(ws: &Workspace, batch: &str) -> Result<Option<Journal>> {
     })?))
 }
 
+/// Every erasure's journal in the workspace, by batch.
+pub fn journals(ws: &Workspace) -> Result<Vec<Journal>> {
+    let dir = erasures_dir(ws);
+    let mut out = Vec::new();
+    if !dir.exists() {
+        return Ok(out);
+    }
+    let mut names: Vec<String> = Vec::new();
+    for e in std::fs::read_dir(&dir).map_err(|e| Error::io(dir.display().to_string(), e))? {
+        let p = e
+            .map_err(|e| Error::io(dir.display().to_string(), e))?
+            .path();
+        if p.extension().is_some_and(|x| x == "json")
+            && let Some(stem) = p.file_stem().and_then(|s| s.to_str())
+        {
+            names.push(stem.to_string());
+        }
+    }
+    names.sort();
+    for n in names {
+        if let Some(j) = load_journal(ws, &n)? {
+            out.push(j);
+        }
+    }
+    Ok(out)
+}
+
 /// Finds the journal of the batch a request belongs to.
 pub fn find_request(ws: &Workspace, request: &str) -> Result<Option<Journal>> {
     if let Some(j) = load_journal(ws, request)? {

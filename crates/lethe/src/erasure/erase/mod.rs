@@ -29,9 +29,10 @@
 //! the request open: rerunning resumes at that store.
 //!
 //! Legal holds (`governance/holds.toml`, [`crate::erasure::holds`]) in force on the day the
-//! erasure is given mark steps HELD: they are not carried out, their values stay in the
-//! journal, and the erasure finishes everything else. Rerunning the request on a day the hold
-//! no longer holds releases and carries out the held steps (and cleans up their tables).
+//! erasure is given mark steps and stores HELD: they are not carried out, their values stay in
+//! the journal and the case file, and the erasure finishes everything else. Rerunning the
+//! request on a day the hold no longer holds releases and carries out the held steps (and
+//! cleans up their tables) and deletes and probes the held stores.
 //!
 //! Every erasure has a request record ([`crate::requests`]): one opened with `lethe request
 //! open`, or one opened here for a request that has none. The record moves to *in progress*,
@@ -63,7 +64,8 @@ use lethe_iceberg::predicate::Predicate;
 use serde::Serialize;
 
 pub use journal::{
-    Journal, JournalStep, TableCleanup, batch_id, find_request, journal_path, load_journal,
+    Journal, JournalStep, TableCleanup, batch_id, find_request, journal_path, journals,
+    load_journal,
 };
 pub use prepare::{Prepared, prepare};
 pub use stores::{StoreState, StoreStep, VerifyOutcome, verify_pending};
@@ -150,11 +152,12 @@ pub async fn erase(
         let at = crate::erasure::intake::now();
         match &result {
             Ok(r) if !r.dry_run => {
-                let held = r.journal.steps.iter().filter(|s| s.is_held()).count();
+                let held = r.journal.steps.iter().filter(|s| s.is_held()).count()
+                    + r.journal.stores.iter().filter(|s| s.is_held()).count();
                 for q in &r.journal.requests {
                     records.update(&q.request, |rec| {
                         let note = if held > 0 {
-                            format!("erasure finished; {held} step(s) held under a legal hold")
+                            format!("erasure finished; {held} part(s) held under a legal hold")
                         } else {
                             "erasure finished".to_string()
                         };
@@ -442,15 +445,15 @@ fn finish(ws: &Workspace, journal: &mut Journal) -> Result<()> {
     save_journal(ws, journal)
 }
 
-/// Rerunning a finished erasure: releases the held steps whose holds no longer hold on `day`
-/// (past `until`, or removed from holds.toml). Returns how many it released.
+/// Rerunning a finished erasure: releases the held steps and stores whose holds no longer hold
+/// on `day` (past `until`, or removed from holds.toml). Returns how many it released.
 async fn release_holds(
     ws: &Workspace,
     gov: &crate::governance::Governance,
     j: &mut Journal,
     day: chrono::NaiveDate,
 ) -> Result<usize> {
-    if !j.steps.iter().any(JournalStep::is_held) {
+    if !j.steps.iter().any(JournalStep::is_held) && !j.stores.iter().any(StoreStep::is_held) {
         return Ok(0);
     }
     let tables: Vec<String> = ws
@@ -463,10 +466,24 @@ async fn release_holds(
     let still = crate::erasure::holds::holds_in_force(ws, gov, &j.requests, day, &tables)?;
     let mut released = 0;
     for s in j.steps.iter_mut().filter(|s| s.is_held()) {
-        if !still.iter().any(|(t, _)| *t == s.table) {
+        if !still.tables.iter().any(|(t, _)| *t == s.table) {
             if let Some(h) = s.held.as_mut() {
                 h.released_on = Some(day);
             }
+            released += 1;
+        }
+    }
+    for s in j.stores.iter_mut().filter(|s| s.is_held()) {
+        let named = still.stores.iter().any(|(t, _)| *t == s.store);
+        let through = s
+            .rebuilt_from
+            .as_ref()
+            .is_some_and(|f| still.tables.iter().any(|(t, _)| t == f));
+        if !named && !through {
+            if let Some(h) = s.held.as_mut() {
+                h.released_on = Some(day);
+            }
+            s.state = StoreState::Planned;
             released += 1;
         }
     }

@@ -474,6 +474,27 @@ async fn count_rows_and_erased(
     Ok(())
 }
 
+/// The received and due days of `requests` from their records (the earliest of each over a
+/// batch); a request without a record is received on `day` and due a month later.
+fn request_clock(
+    ws: &Workspace,
+    requests: &[RequestSpec],
+    day: chrono::NaiveDate,
+) -> Result<(chrono::NaiveDate, chrono::NaiveDate)> {
+    let records = crate::requests::Requests::in_state(&ws.config.paths.state);
+    let mut received: Option<chrono::NaiveDate> = None;
+    let mut due: Option<chrono::NaiveDate> = None;
+    for r in requests {
+        let (rec, d) = match records.find(&r.request)? {
+            Some(x) => (x.received, x.due),
+            None => (day, crate::requests::deadline::due(day, 0)?),
+        };
+        received = Some(received.map_or(rec, |x| x.min(rec)));
+        due = Some(due.map_or(d, |x| x.min(d)));
+    }
+    Ok((received.unwrap_or(day), due.unwrap_or(day)))
+}
+
 /// The preflight, then durable step 1: refuses blocked or (unless accepted) INCOMPLETE plans
 /// before anything is written; writes the case files, then the journal.
 pub(super) async fn plan_erasure(
@@ -499,7 +520,7 @@ pub(super) async fn plan_erasure(
         .map(|t| t.to_string())
         .collect();
     let held = crate::erasure::holds::holds_in_force(ws, gov, requests, day, &tables)?;
-    crate::erasure::holds::mark(&mut p, &held);
+    crate::erasure::holds::mark(&mut p, &held.tables);
     for (js, ps) in steps.iter_mut().zip(&p.steps) {
         js.held = ps.held.clone();
     }
@@ -529,7 +550,11 @@ pub(super) async fn plan_erasure(
         )));
     }
     let received = Utc::now();
-    let store_plan = super::stores::plan_stores(ws, gov, &p, received.date_naive()).await?;
+    // The request's clock (its record: received, due after extensions); a batch answers by
+    // its earliest due day.
+    let (received_day, due) = request_clock(ws, requests, day)?;
+    let mut store_plan = super::stores::plan_stores(ws, gov, &p, received_day, due).await?;
+    super::stores::mark_held(&mut store_plan.steps, &held.stores, &held.tables);
     if !store_plan.blockers.is_empty() {
         let mut msg = String::from(
             "the erasure can't start: these stores would keep the subject past the request's deadline",
@@ -555,7 +580,7 @@ pub(super) async fn plan_erasure(
         cleanup: BTreeMap::new(),
         min_age_seconds: min_age.num_seconds(),
         stores: store_plan.steps,
-        deadline: store_plan.deadline.map(|d| d.to_string()),
+        deadline: Some(due.to_string()),
         finished_at: None,
     };
     if opts.dry_run {

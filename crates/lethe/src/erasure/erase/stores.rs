@@ -59,6 +59,9 @@ pub enum StoreState {
     HandedOff,
     /// Can't be deleted or probed: a residual with a basis.
     Residual,
+    /// Kept under a legal hold (`governance/holds.toml`): not deleted until the hold ends and
+    /// the request is run again.
+    Held,
 }
 
 impl StoreState {
@@ -83,6 +86,7 @@ impl std::fmt::Display for StoreState {
             StoreState::Reopened => "reopened",
             StoreState::HandedOff => "handed off",
             StoreState::Residual => "residual",
+            StoreState::Held => "held",
         })
     }
 }
@@ -138,6 +142,9 @@ pub struct StoreStep {
     pub unreachable: Vec<String>,
     /// The last failure, naming the store (never a value of the person).
     pub error: Option<String>,
+    /// The legal hold that keeps (or kept) the store: held while `released_on` is empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<crate::erasure::plan::Held>,
 }
 
 impl StoreStep {
@@ -167,7 +174,14 @@ impl StoreStep {
             trained_on: Vec::new(),
             unreachable: Vec::new(),
             error: None,
+            held: None,
         }
+    }
+
+    /// Held under a legal hold that has not been released: not deleted yet.
+    pub fn is_held(&self) -> bool {
+        self.state == StoreState::Held
+            && self.held.as_ref().is_some_and(|h| h.released_on.is_none())
     }
 
     /// The total residual over requests, when probed.
@@ -185,8 +199,6 @@ pub struct StorePlan {
     pub steps: Vec<StoreStep>,
     /// Stores that block the erasure, with the reason.
     pub blockers: Vec<(String, String)>,
-    /// The request's deadline.
-    pub deadline: Option<NaiveDate>,
 }
 
 /// The default verb of a kind.
@@ -199,12 +211,14 @@ fn kind_action(kind: StoreKind) -> StoreAction {
     }
 }
 
-/// Plans the registered stores for an erasure of `subject` received on `received`.
+/// Plans the registered stores for an erasure of `subject` received on `received` and due
+/// on `deadline` (the request's due day: [`crate::requests`]).
 pub async fn plan_stores(
     ws: &Workspace,
     gov: &Governance,
     plan: &Plan,
     received: NaiveDate,
+    deadline: NaiveDate,
 ) -> Result<StorePlan> {
     let reg = registry::load(&gov.dir)?;
     if reg.value.stores.is_empty() {
@@ -221,9 +235,7 @@ pub async fn plan_stores(
     let only_subject = (gov.subjects.value.len() == 1)
         .then(|| gov.subjects.value.keys().next().cloned())
         .flatten();
-    let deadline = received.checked_add_days(chrono::Days::new(u64::from(
-        reg.value.requests.deadline_days,
-    )));
+    let deadline = Some(deadline);
     let reached: std::collections::BTreeSet<&str> = plan
         .steps
         .iter()
@@ -236,10 +248,7 @@ pub async fn plan_stores(
         .map(|s| s.table.as_str())
         .collect();
     let Order { before, after } = registry::order(&reg.value);
-    let mut out = StorePlan {
-        deadline,
-        ..Default::default()
-    };
+    let mut out = StorePlan::default();
     for (name, is_before) in before
         .iter()
         .map(|n| (n, true))
@@ -311,9 +320,45 @@ pub async fn plan_stores(
     Ok(out)
 }
 
+/// Marks the stores a legal hold names as HELD (the hold that ends last shows). A store rebuilt
+/// from a held table (`rebuilt_from`) is held with it: its next rebuild would bring the held
+/// records back, so deleting there can't be verified until the hold ends; its basis says so.
+/// Only stores lethe deletes are held: one left to its retention (EXPIRE), a residual or a
+/// hand-off is not changed by lethe either way.
+pub(super) fn mark_held(
+    steps: &mut [StoreStep],
+    stores: &[(String, crate::erasure::plan::Held)],
+    tables: &[(String, crate::erasure::plan::Held)],
+) {
+    for s in steps {
+        if s.state != StoreState::Planned {
+            continue;
+        }
+        let named = crate::erasure::holds::keeping(stores, &s.store).cloned();
+        let through = s.rebuilt_from.as_deref().and_then(|t| {
+            crate::erasure::holds::keeping(tables, t).map(|h| crate::erasure::plan::Held {
+                basis: format!(
+                    "rebuilt from {t}, which this hold keeps (its next rebuild brings the held records back); {}",
+                    h.basis.trim()
+                ),
+                ..h.clone()
+            })
+        });
+        let held = match (named, through) {
+            (Some(a), Some(b)) => Some(if b.until > a.until { b } else { a }),
+            (a, b) => a.or(b),
+        };
+        if let Some(h) = held {
+            s.mechanism = format!("held under legal hold `{}` until {}", h.hold, h.until);
+            s.held = Some(h);
+            s.state = StoreState::Held;
+        }
+    }
+}
+
 /// The subjects as store `c` is asked about them: the values of its identifier from each
 /// request's case file.
-fn subjects_for(
+pub(crate) fn subjects_for(
     gov: &Governance,
     c: &StoreConfig,
     cases: &[CaseFile],

@@ -304,6 +304,7 @@ depends_on = ["app_db"]
 identifier = "email"
 delete_request = { method = "DELETE", url = "{VENDOR}/v1/users/{subject}" }
 probe_request = { method = "GET", url = "{VENDOR}/v1/users/{subject}" }
+seed_request = { method = "PUT", url = "{VENDOR}/v1/users/{subject}" }   # a test user, for lethe drill
 timeout_seconds = 5
 retries = 3
 backoff_ms = 100

@@ -3,7 +3,9 @@
 //!
 //! - `GET /v1/users/{email}` → 200 `{"user": ..., "tickets": N}`, or 404 when unknown;
 //! - `DELETE /v1/users/{email}` → 202 `{"status": "deleted"}` (the user and their tickets are
-//!   gone), or 404 when unknown.
+//!   gone), or 404 when unknown;
+//! - `PUT /v1/users/{email}` → 201 `{"status": "created"}`: a test user with one ticket (the
+//!   vendor's sandbox API, which the erasure drill seeds its synthetic subject through).
 //!
 //! Its users live in `vendor/users.json` in the demo folder, written on every change. Tests
 //! make it misbehave as real vendors do ([`Faults`]): 5xx answers, answers slower than the
@@ -48,6 +50,8 @@ pub struct Received {
     pub deletes: BTreeMap<String, u32>,
     /// GET requests per user.
     pub probes: BTreeMap<String, u32>,
+    /// PUT requests (test users created) per user.
+    pub seeds: BTreeMap<String, u32>,
     /// Requests refused for a missing or wrong token.
     pub unauthorized: u32,
 }
@@ -190,6 +194,18 @@ async fn handle(
                     };
                     (delay, r)
                 }
+            }
+            hyper::Method::PUT => {
+                *s.received.seeds.entry(user.clone()).or_default() += 1;
+                s.users.insert(user.clone(), 1);
+                save(&s);
+                (
+                    Duration::ZERO,
+                    reply(
+                        StatusCode::CREATED,
+                        serde_json::json!({"status": "created"}),
+                    ),
+                )
             }
             _ => (
                 Duration::ZERO,

@@ -5,22 +5,32 @@
 //! declares (`[learner.drill] from = ..., to = ...`), writes one record of it into every
 //! source table that carries the subject's identifier (a copy of the table's first row with
 //! the identifier and the row key set to the synthetic ID and every personal, sensitive or
-//! unclassified column set to a synthetic text or null, so no real person's value is copied),
-//! runs every pipeline, then scans where the synthetic subject's traces reached, plans,
-//! erases, verifies (the attestation must be COMPLETE: zero residual everywhere) and removes
-//! its own records (request, journal, case file, attestation, register entry) unless `--keep`.
+//! unclassified column set to a synthetic text or null, so no real person's value is copied)
+//! and into every registered store of the subject's kind through the store's seeding hook
+//! ([`crate::stores::Store::seed`]), runs every pipeline, then scans where the synthetic
+//! subject's traces reached, plans, erases (the stores with it, in their order), verifies, and
+//! checks the request's manifest: zero residual in every system. Then it removes what it
+//! seeded and the erasure kept (a legal exception's REWRITE row, a tombstoned row, the drill's
+//! own file or commit: [`crate::stores::Store::unseed`]) and its own records (request,
+//! journal, case file, attestation, register entry) unless `--keep`.
 //!
-//! It fails, naming them, on: every catalog table no lineage accounts for and no declaration
+//! It fails, naming them, on: every registered store without a probe (`probe = "none"`, a
+//! backup, a manual place: the drill can't show the subject is gone there); every store it
+//! can't seed, or where the erasure found none of what it seeded, or that holds the synthetic
+//! subject after the erasure; every catalog table no lineage accounts for and no declaration
 //! names as a source (`lethe lineage unaccounted`: a table a job wrote without lineage); every
-//! table the synthetic subject reached that no plan step covers; an erasure refused or not
-//! COMPLETE (what remains, by table); every system whose time grew past the budget
-//! (`step_budget_seconds`, default 300). It reports the time per system.
+//! table the synthetic subject reached that no plan step covers; an erasure refused or
+//! leaving traces (what remains, by table); every system whose time grew past the budget
+//! (`step_budget_seconds`, default 300). It reports the time per system: seeding, the pipeline
+//! that writes it, and its erasure step (the manifest's timings: a table's commit, a store's
+//! deletes and probes).
 //!
-//! Not yet: stores outside the warehouse (the store registry and its seeding hooks arrive
-//! with `governance/stores.toml`); today the drill covers the warehouse tables.
+//! A store rebuilt from a source (`rebuilt_from`) is verified by lethe only after its next
+//! rebuild; the drill counts it clean when its probe after the delete finds nothing, and notes
+//! that it waits for the rebuild. A model (HAND_OFF) holds no records to seed: it is noted.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 use arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray, new_null_array};
@@ -37,6 +47,7 @@ use crate::erasure::register::{Register, RegisterKey, default_key_file};
 use crate::error::{Error, Result};
 use crate::governance::identifiers::identifier_columns;
 use crate::governance::metadata::Classification;
+use crate::stores::{Seeded, StoreKind};
 use crate::workspace::Workspace;
 
 /// Options of a drill.
@@ -59,8 +70,28 @@ pub struct SystemTime {
     pub seed_seconds: f64,
     /// Seconds its pipeline ran.
     pub pipeline_seconds: f64,
-    /// Seconds its erasure step and cleanup took.
+    /// Seconds its erasure step took (the manifest's timing: a table's commit, a store's
+    /// deletes and probes).
     pub erase_seconds: f64,
+}
+
+/// One store in the drill.
+#[derive(Debug, Clone, Serialize)]
+pub struct StoreDrill {
+    /// The store's name in governance/stores.toml.
+    pub store: String,
+    /// Its kind.
+    pub kind: String,
+    /// Records its seeding hook wrote.
+    pub seeded: u64,
+    /// Records the erasure deleted there.
+    pub deleted: u64,
+    /// What its probe found after the erasure (None: not probed).
+    pub residual: Option<u64>,
+    /// Its state in the manifest.
+    pub state: String,
+    /// What the drill removed afterwards of what the erasure kept.
+    pub removed_after: u64,
 }
 
 /// What a drill found.
@@ -80,10 +111,12 @@ pub struct DrillReport {
     pub times: Vec<SystemTime>,
     /// The budget per system, in seconds.
     pub budget_seconds: f64,
-    /// Stores outside the warehouse drilled (none yet: see the module docs).
-    pub stores: Vec<String>,
-    /// What failed, each naming the table or step.
+    /// Stores outside the warehouse drilled.
+    pub stores: Vec<StoreDrill>,
+    /// What failed, each naming the table, store or step.
     pub failures: Vec<String>,
+    /// What passed with a remark (a store waiting for its rebuild, a model handed off).
+    pub notes: Vec<String>,
     /// The attestation's verdicts.
     pub verdict: Option<(String, String)>,
     /// Total seconds.
@@ -119,12 +152,49 @@ pub async fn drill(
     let wh = &ws.warehouse;
     let inv = Inventory::load(wh).await?;
     let graph = plan::load_lineage(&ws.config.paths.lineage, &inv)?;
-    let mut failures: Vec<String> = plan::unaccounted(&inv, &gov, &graph)
-        .into_iter()
-        .map(|t| {
-            format!("{t}: no lineage accounts for this table and no declaration names it as a source (metadata.toml `source`): the drill can't say what it holds")
-        })
-        .collect();
+    let mut r = DrillReport {
+        subject: subject_name.to_string(),
+        synthetic_id: 0,
+        request: String::new(),
+        seeded: BTreeMap::new(),
+        reached: Vec::new(),
+        times: Vec::new(),
+        budget_seconds: range.step_budget_seconds,
+        stores: Vec::new(),
+        failures: plan::unaccounted(&inv, &gov, &graph)
+            .into_iter()
+            .map(|t| {
+                format!("{t}: no lineage accounts for this table and no declaration names it as a source (metadata.toml `source`): the drill can't say what it holds")
+            })
+            .collect(),
+        notes: Vec::new(),
+        verdict: None,
+        seconds: 0.0,
+    };
+    // The registered stores of this subject: every one without a probe fails by name.
+    let registry = crate::stores::registry::load(&gov.dir)?;
+    let only = (gov.subjects.value.len() == 1)
+        .then(|| gov.subjects.value.keys().next().cloned())
+        .flatten();
+    let mut drilled: Vec<(String, crate::stores::StoreConfig)> = Vec::new();
+    for (name, c) in &registry.value.stores {
+        if c.subject.clone().or_else(|| only.clone()).as_deref() != Some(subject_name) {
+            continue;
+        }
+        if c.kind == StoreKind::Model {
+            r.notes.push(format!(
+                "store {name} (model): handed off to its owner, the {}, when the erasure reaches what it was trained on; nothing to seed",
+                c.owner
+            ));
+        } else if !c.probed() {
+            r.failures.push(format!(
+                "store {name} ({}): has no probe (probe = \"none\"): the drill can't show the synthetic subject is gone from it",
+                c.kind
+            ));
+        } else {
+            drilled.push((name.clone(), c.clone()));
+        }
+    }
     let (root_table, root_column) = subject.root()?;
     // The first ID of the range no row of the root table has.
     let root = wh.load(&TableName::parse(&root_table)?).await?;
@@ -148,13 +218,14 @@ pub async fn drill(
         ))
     })?;
     let request = format!("drill-{id}");
+    r.synthetic_id = id;
+    r.request = request.clone();
     let targets: Vec<String> = crate::pipeline::Pipeline::load_all(&ws.config.paths.pipelines)?
         .iter()
         .map(|p| p.target.to_string())
         .collect();
     let mut times: BTreeMap<String, SystemTime> = BTreeMap::new();
     // 1. Seed every source table that carries the subject's identifier.
-    let mut seeded = BTreeMap::new();
     for (table, info) in &inv.tables {
         if targets.contains(table) {
             continue;
@@ -194,7 +265,7 @@ pub async fn drill(
             },
         )
         .await?;
-        seeded.insert(table.clone(), 1u64);
+        r.seeded.insert(table.clone(), 1u64);
         time_of(&mut times, table).seed_seconds = t0.elapsed().as_secs_f64();
     }
     // 2. Every pipeline.
@@ -212,14 +283,46 @@ pub async fn drill(
         id: id.to_string(),
     };
     let prepared = prepare(ws, &gov, std::slice::from_ref(&spec), Some(&key), &|_| {}).await?;
+    // 4. Every store with a probe, through its seeding hook: the subject as the erasure will
+    //    ask the store about it (its identifier's values from the case).
+    let mut seeded: BTreeMap<String, Seeded> = BTreeMap::new();
+    for (name, c) in &drilled {
+        progress(&format!("seeding store {name}"));
+        let t0 = Instant::now();
+        let subjects = crate::erasure::erase::stores::subjects_for(&gov, c, &prepared.cases)?;
+        let outcome = match (
+            crate::stores::open(&ws.config.root, name, c),
+            subjects.first(),
+        ) {
+            (Ok(store), Some(subj)) if !subj.values.is_empty() => store.seed(subj, id).await,
+            (Ok(_), _) => Err(crate::stores::error(
+                name,
+                "the synthetic subject has no value of the identifier this store holds",
+            )),
+            (Err(e), _) => Err(e),
+        };
+        match outcome {
+            Ok(sd) => {
+                r.seeded.insert(format!("store {name}"), sd.records);
+                seeded.insert(name.clone(), sd);
+            }
+            Err(Error::Store { message, .. }) => r
+                .failures
+                .push(format!("store {name}: can't be seeded: {message}")),
+            Err(e) => r
+                .failures
+                .push(format!("store {name}: can't be seeded: {e}")),
+        }
+        time_of(&mut times, name).seed_seconds = t0.elapsed().as_secs_f64();
+    }
     let scan = crate::erasure::prove::prove(ws, &prepared.cases, &|_| {}).await?;
-    let reached: Vec<String> = scan
+    r.reached = scan
         .tables
         .iter()
         .filter(|(t, c)| c.files_holding > 0 && t.as_str() != "(other)")
         .map(|(t, _)| t.clone())
         .collect();
-    for t in &reached {
+    for t in &r.reached {
         let covered = prepared.plan.steps.iter().any(|s| {
             &s.table == t
                 && matches!(
@@ -228,29 +331,12 @@ pub async fn drill(
                 )
         });
         if !covered {
-            failures.push(format!(
+            r.failures.push(format!(
                 "{t}: the synthetic subject reached this table, and no plan step covers it"
             ));
         }
     }
-    // 4. Erase, timing each system by the erasure's progress.
-    let last: Arc<Mutex<(Option<String>, Instant)>> = Arc::new(Mutex::new((None, Instant::now())));
-    let erase_times: Arc<Mutex<BTreeMap<String, f64>>> = Arc::default();
-    let on_progress = |m: &str| {
-        progress(m);
-        let table = m
-            .strip_prefix("cleanup ")
-            .and_then(|r| r.split(':').next())
-            .or_else(|| m.split_once(' ').map(|(_, t)| t))
-            .filter(|t| inv.tables.contains_key(*t))
-            .map(str::to_string);
-        if let (Ok(mut l), Ok(mut et)) = (last.lock(), erase_times.lock()) {
-            if let Some(prev) = &l.0 {
-                *et.entry(prev.clone()).or_default() += l.1.elapsed().as_secs_f64();
-            }
-            *l = (table, Instant::now());
-        }
-    };
+    // 5. Erase (the stores with the warehouse, in their order).
     let eopts = EraseOptions {
         dry_run: false,
         min_age: opts.min_age,
@@ -258,55 +344,83 @@ pub async fn drill(
         key_file: None,
         day: opts.day,
     };
-    let mut erased = erase(ws, std::slice::from_ref(&spec), &eopts, &on_progress).await;
+    let mut erased = erase(ws, std::slice::from_ref(&spec), &eopts, &|m| progress(m)).await;
     if let Err(Error::Refused(why)) = &erased {
-        failures.push(format!("the erasure was refused: {why}"));
+        r.failures.push(format!("the erasure was refused: {why}"));
         let again = EraseOptions {
             accept_incomplete: true,
             ..eopts.clone()
         };
-        erased = erase(ws, std::slice::from_ref(&spec), &again, &on_progress).await;
+        erased = erase(ws, std::slice::from_ref(&spec), &again, &|m| progress(m)).await;
     }
-    on_progress("done");
     if let Err(e) = erased {
-        failures.push(format!(
-            "the erasure failed: {e}; the synthetic subject's rows remain (request {request})"
+        r.failures.push(format!(
+            "the erasure failed: {e}; the synthetic subject's records remain (request {request}: `lethe erase --resume {request}`, then `lethe drill` again)"
         ));
-        return Ok(report(
-            subject_name,
-            id,
-            request,
-            seeded,
-            reached,
-            times,
-            range.step_budget_seconds,
-            failures,
-            None,
-            started,
-        ));
+        r.times = times.into_values().collect();
+        r.seconds = started.elapsed().as_secs_f64();
+        return Ok(r);
     }
-    if let Ok(et) = erase_times.lock() {
-        for (t, s) in et.iter() {
-            time_of(&mut times, t).erase_seconds = *s;
-        }
-    }
-    // 5. Verify: zero residual everywhere.
+    // 6. Verify: zero residual in every system of the manifest.
+    progress("verifying");
     let (att, _) = crate::erasure::attest::attest(ws, &request, true, &|_| {}).await?;
-    if !att.is_complete() {
-        for r in &att.verdict.remaining {
-            failures.push(format!("residual: {r}"));
+    let store_names: Vec<&str> = drilled.iter().map(|(n, _)| n.as_str()).collect();
+    let about_store = |item: &str| {
+        store_names
+            .iter()
+            .any(|n| item.starts_with(&format!("{n}:")) || item.starts_with(&format!("store {n}")))
+    };
+    for item in att.verdict.remaining.iter().filter(|i| !about_store(i)) {
+        r.failures.push(format!("residual: {item}"));
+    }
+    for sys in &att.manifest.systems {
+        if let Some(ms) = sys.duration_ms {
+            time_of(&mut times, &sys.system).erase_seconds = ms as f64 / 1000.0;
         }
-        if att.verdict.remaining.is_empty() {
-            failures.push(format!(
-                "the attestation is not COMPLETE (logical {}, physical {})",
-                att.verdict.logical, att.verdict.physical
+        let Some((name, _)) = drilled.iter().find(|(n, _)| *n == sys.system) else {
+            continue;
+        };
+        let seeded_here = seeded.get(name).map_or(0, |s| s.records);
+        let waits = sys.state.starts_with("pending rebuild");
+        match sys.residual {
+            Some(0) if sys.state == "verified" || waits => {
+                if waits {
+                    r.notes.push(format!(
+                        "store {name}: probed clean after the delete; lethe verifies it after its next rebuild ({})",
+                        sys.state
+                    ));
+                }
+            }
+            Some(n) => r.failures.push(format!(
+                "store {name}: holds {n} record(s) of the synthetic subject after the erasure ({})",
+                sys.state
+            )),
+            None => r.failures.push(format!(
+                "store {name}: not probed after the erasure ({})",
+                sys.state
+            )),
+        }
+        if seeded_here > 0 && sys.records == 0 {
+            r.failures.push(format!(
+                "store {name}: the erasure found none of the {seeded_here} record(s) the drill seeded there"
             ));
         }
+        r.stores.push(StoreDrill {
+            store: name.clone(),
+            kind: sys.kind.clone(),
+            seeded: seeded_here,
+            deleted: sys.records,
+            residual: sys.residual,
+            state: sys.state.clone(),
+            removed_after: 0,
+        });
     }
-    // The synthetic rows a legal exception keeps (REWRITE) are not a person's: remove them too.
+    r.verdict = Some((att.verdict.logical.clone(), att.verdict.physical.clone()));
+    // 7. Remove what the erasure kept of the seeds: a legal exception's rows (REWRITE), a
+    //    tombstoned row, the drill's own file or commit.
     let min_age = opts.min_age.unwrap_or_else(|| gov.retention.min_file_age());
     for s in &prepared.plan.steps {
-        if s.action != Action::Rewrite || !seeded.contains_key(&s.table) {
+        if s.action != Action::Rewrite || !r.seeded.contains_key(&s.table) {
             continue;
         }
         let Some(col) = &s.column else { continue };
@@ -332,32 +446,42 @@ pub async fn drill(
         .await?;
         lethe_iceberg::ops::sweep::sweep(wh, &name, min_age, false, ws.clock.as_ref()).await?;
     }
+    for (name, sd) in &seeded {
+        let c = &registry.value.stores[name];
+        match crate::stores::open(&ws.config.root, name, c)?
+            .unseed(sd)
+            .await
+        {
+            Ok(n) => {
+                if let Some(x) = r.stores.iter_mut().find(|x| &x.store == name) {
+                    x.removed_after = n;
+                }
+            }
+            Err(Error::Store { message, .. }) => r.failures.push(format!(
+                "store {name}: the drill's seeded records can't be removed: {message}"
+            )),
+            Err(e) => r.failures.push(format!(
+                "store {name}: the drill's seeded records can't be removed: {e}"
+            )),
+        }
+    }
     let budget = range.step_budget_seconds;
     for t in times.values() {
         let total = t.seed_seconds + t.pipeline_seconds + t.erase_seconds;
         if total > budget {
-            failures.push(format!(
+            r.failures.push(format!(
                 "{}: took {total:.1}s, past the budget of {budget:.0}s",
                 t.system
             ));
         }
     }
-    // 6. The drill's own records go, unless kept for review.
+    // 8. The drill's own records go, unless kept for review.
     if !opts.keep {
         forget(ws, &request)?;
     }
-    Ok(report(
-        subject_name,
-        id,
-        request,
-        seeded,
-        reached,
-        times,
-        budget,
-        failures,
-        Some((att.verdict.logical.clone(), att.verdict.physical.clone())),
-        started,
-    ))
+    r.times = times.into_values().collect();
+    r.seconds = started.elapsed().as_secs_f64();
+    Ok(r)
 }
 
 /// The time entry of one system.
@@ -368,34 +492,6 @@ fn time_of<'a>(times: &'a mut BTreeMap<String, SystemTime>, t: &str) -> &'a mut 
         pipeline_seconds: 0.0,
         erase_seconds: 0.0,
     })
-}
-
-#[allow(clippy::too_many_arguments)]
-fn report(
-    subject: &str,
-    id: i64,
-    request: String,
-    seeded: BTreeMap<String, u64>,
-    reached: Vec<String>,
-    times: BTreeMap<String, SystemTime>,
-    budget: f64,
-    failures: Vec<String>,
-    verdict: Option<(String, String)>,
-    started: Instant,
-) -> DrillReport {
-    DrillReport {
-        subject: subject.to_string(),
-        synthetic_id: id,
-        request,
-        seeded,
-        reached,
-        times: times.into_values().collect(),
-        budget_seconds: budget,
-        stores: Vec::new(),
-        failures,
-        verdict,
-        seconds: started.elapsed().as_secs_f64(),
-    }
 }
 
 /// The table's first row, read from its first data file (None for an empty table).

@@ -5,7 +5,10 @@
 //! NULL) for records a law keeps — children before parents by the database's own foreign keys,
 //! all in one transaction, values bound as typed parameters. Probe: the rows of every
 //! configured table whose reference column still holds the subject (a tombstoned row no longer
-//! does).
+//! does). Seed (the drill): one row per configured table, parents first, copied from the
+//! table's first row with the reference set to the synthetic subject, a single-column primary
+//! key set to the synthetic key and text columns to synthetic text; unseed deletes those rows
+//! by their key (a tombstoned one is still there after the erasure).
 
 use std::path::Path;
 
@@ -13,7 +16,7 @@ use async_trait::async_trait;
 
 use super::registry::StoreConfig;
 use super::sql::{Change, Target, children_first};
-use super::{Deleted, Store, StoreAction, StoreSubject};
+use super::{Deleted, Seeded, SeededPlace, Store, StoreAction, StoreSubject, error};
 use crate::error::Result;
 
 /// A configured table.
@@ -166,6 +169,66 @@ impl Store for DatabaseStore {
         Ok(Some(
             self.target.distinct(&self.name, &self.columns()).await?,
         ))
+    }
+
+    async fn seed(&self, subject: &StoreSubject, key: i64) -> Result<Seeded> {
+        let value = subject.values.first().ok_or_else(|| {
+            error(
+                &self.name,
+                "the synthetic subject has no value for this store",
+            )
+        })?;
+        let names: Vec<String> = self.tables.iter().map(|t| t.name.clone()).collect();
+        let fks = self.target.foreign_keys(&self.name, &names).await?;
+        let mut order = children_first(&names, &fks);
+        order.reverse();
+        let tables: Vec<(String, String)> = order
+            .iter()
+            .filter_map(|n| self.tables.iter().find(|t| &t.name == n))
+            .map(|t| (t.name.clone(), t.column.clone()))
+            .collect();
+        let done = self
+            .target
+            .seed(
+                &self.name,
+                &tables,
+                value,
+                key,
+                &super::synthetic_prefix(subject),
+            )
+            .await?;
+        let mut out = Seeded::default();
+        for ((t, _), (n, found)) in tables.iter().zip(done) {
+            out.records += n;
+            if n > 0 {
+                out.places.push(SeededPlace {
+                    place: t.clone(),
+                    key: found,
+                });
+            }
+        }
+        if out.records == 0 {
+            return Err(error(
+                &self.name,
+                "every configured table is empty: there is no record to copy a synthetic one from",
+            ));
+        }
+        Ok(out)
+    }
+
+    async fn unseed(&self, seeded: &Seeded) -> Result<u64> {
+        // Children first: the reverse of the order seeded.
+        let keys: Vec<(String, String, String)> = seeded
+            .places
+            .iter()
+            .rev()
+            .filter_map(|p| {
+                p.key
+                    .as_ref()
+                    .map(|(c, v)| (p.place.clone(), c.clone(), v.clone()))
+            })
+            .collect();
+        self.target.delete_keys(&self.name, &keys).await
     }
 }
 

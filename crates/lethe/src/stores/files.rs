@@ -9,6 +9,11 @@
 //! is an error. Identifying values are not counted here: searched as text they match other
 //! people's records (one learner's "200 Maria Lane" inside another's "1200 Maria Lane"), which
 //! would keep the store from ever verifying; `lethe scan` searches them in `[scan] roots`.
+//! Seed (the drill): a record copied from the first Parquet, CSV or JSON-lines file, with the
+//! subject field set to the synthetic subject, text to synthetic text and other fields emptied
+//! — in a file of its own beside it (`lethe-drill-<key>.<ext>`) when the store is a folder,
+//! appended to the store's one file otherwise; unseed removes the drill's own file (the erasure
+//! leaves it empty, or removes it).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -16,7 +21,7 @@ use std::path::{Path, PathBuf};
 use async_trait::async_trait;
 
 use super::registry::StoreConfig;
-use super::{Deleted, Store, StoreAction, StoreSubject, error};
+use super::{Deleted, Seeded, SeededPlace, Store, StoreAction, StoreSubject, error};
 use crate::error::Result;
 
 /// The trace set's prefix length (no identifying value is searched by the probe).
@@ -299,6 +304,181 @@ impl FilesStore {
     }
 }
 
+/// The locator of a seeded file the drill created (unseed removes it).
+const DRILL_FILE: &str = "drill file";
+
+impl FilesStore {
+    /// One synthetic record shaped like `template`'s first (Parquet or CSV).
+    fn synthetic_batch(
+        &self,
+        template: &Path,
+        subject: &StoreSubject,
+        value: &str,
+    ) -> Result<(Vec<arrow::array::RecordBatch>, arrow::array::RecordBatch)> {
+        use arrow::array::{Array, StringArray};
+        use arrow::datatypes::DataType;
+        let batches = crate::batchio::read_batches(template)?;
+        let first = batches
+            .iter()
+            .find(|b| b.num_rows() > 0)
+            .ok_or_else(|| {
+                error(
+                    &self.name,
+                    format!("{} holds no record to copy", template.display()),
+                )
+            })?
+            .slice(0, 1);
+        let schema = first.schema();
+        if schema.field_with_name(&self.field).is_err() {
+            return Err(error(
+                &self.name,
+                format!("{} has no column `{}`", template.display(), self.field),
+            ));
+        }
+        let mut cols: Vec<std::sync::Arc<dyn Array>> = Vec::new();
+        for (i, f) in schema.fields().iter().enumerate() {
+            let text = |t: String| -> Result<std::sync::Arc<dyn Array>> {
+                let a: std::sync::Arc<dyn Array> = std::sync::Arc::new(StringArray::from(vec![t]));
+                Ok(arrow::compute::cast(&a, f.data_type())?)
+            };
+            cols.push(if f.name() == &self.field {
+                text(value.to_string()).map_err(|_| {
+                    error(
+                        &self.name,
+                        format!(
+                            "`{}` of {} can't hold the subject's value",
+                            self.field,
+                            template.display()
+                        ),
+                    )
+                })?
+            } else if matches!(f.data_type(), DataType::Utf8 | DataType::LargeUtf8) {
+                text(super::synthetic_text(subject, f.name()))?
+            } else if f.is_nullable() {
+                arrow::array::new_null_array(f.data_type(), 1)
+            } else {
+                first.column(i).clone()
+            });
+        }
+        Ok((batches, arrow::array::RecordBatch::try_new(schema, cols)?))
+    }
+
+    /// One synthetic JSON line shaped like `template`'s first.
+    fn synthetic_line(
+        &self,
+        template: &Path,
+        subject: &StoreSubject,
+        value: &str,
+    ) -> Result<String> {
+        let text = std::fs::read_to_string(template)
+            .map_err(|e| crate::Error::io(template.display().to_string(), e))?;
+        let first = text
+            .lines()
+            .find_map(|l| {
+                serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(l).ok()
+            })
+            .ok_or_else(|| {
+                error(
+                    &self.name,
+                    format!("{} holds no JSON record to copy", template.display()),
+                )
+            })?;
+        let mut out = serde_json::Map::new();
+        for (k, v) in first {
+            let nv = if k == self.field {
+                match (&v, value.parse::<i64>()) {
+                    (serde_json::Value::Number(_), Ok(i)) => serde_json::Value::from(i),
+                    _ => serde_json::Value::from(value),
+                }
+            } else if v.is_string() {
+                serde_json::Value::from(super::synthetic_text(subject, &k))
+            } else {
+                serde_json::Value::Null
+            };
+            out.insert(k, nv);
+        }
+        if !out.contains_key(&self.field) {
+            out.insert(self.field.clone(), serde_json::Value::from(value));
+        }
+        let mut line = serde_json::Value::Object(out).to_string();
+        line.push('\n');
+        Ok(line)
+    }
+
+    fn seed_blocking(&self, subject: &StoreSubject, key: i64) -> Result<Seeded> {
+        let value = subject.values.first().ok_or_else(|| {
+            error(
+                &self.name,
+                "the synthetic subject has no value for this store",
+            )
+        })?;
+        let template = self
+            .files()?
+            .into_iter()
+            .find(|p| format_of(p) != Format::Other)
+            .ok_or_else(|| {
+                error(
+                    &self.name,
+                    format!(
+                        "{} has no Parquet, CSV or JSON-lines file to copy a record from",
+                        self.path.display()
+                    ),
+                )
+            })?;
+        let folder = self.path.is_dir();
+        if !folder && self.remove {
+            return Err(error(
+                &self.name,
+                "it removes whole files holding the subject: a synthetic record in its one file would get every record removed",
+            ));
+        }
+        let fmt = format_of(&template);
+        let ext = template
+            .extension()
+            .and_then(|e| e.to_str())
+            .unwrap_or("")
+            .to_string();
+        let target = if folder {
+            template.with_file_name(format!("lethe-drill-{key}.{ext}"))
+        } else {
+            self.path.clone()
+        };
+        match fmt {
+            Format::Parquet | Format::Csv => {
+                let (mut all, row) = self.synthetic_batch(&template, subject, value)?;
+                if folder {
+                    crate::batchio::write_batches(&target, &[row])?;
+                } else {
+                    all.push(row);
+                    let tmp = target.with_extension(format!("lethe-tmp.{ext}"));
+                    crate::batchio::write_batches(&tmp, &all)?;
+                    std::fs::rename(&tmp, &target)
+                        .map_err(|e| crate::Error::io(target.display().to_string(), e))?;
+                }
+            }
+            Format::JsonLines => {
+                let line = self.synthetic_line(&template, subject, value)?;
+                use std::io::Write;
+                let mut f = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&target)
+                    .map_err(|e| crate::Error::io(target.display().to_string(), e))?;
+                f.write_all(line.as_bytes())
+                    .map_err(|e| crate::Error::io(target.display().to_string(), e))?;
+            }
+            Format::Other => unreachable!("only readable formats are templates"),
+        }
+        Ok(Seeded {
+            records: 1,
+            places: vec![SeededPlace {
+                place: target.display().to_string(),
+                key: folder.then(|| (DRILL_FILE.to_string(), format!("lethe-drill-{key}.{ext}"))),
+            }],
+        })
+    }
+}
+
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
     tokio::task::spawn_blocking(f)
         .await
@@ -324,6 +504,28 @@ impl Store for FilesStore {
     async fn subject_values(&self) -> Result<Option<Vec<String>>> {
         let s = self.clone();
         Ok(Some(blocking(move || s.values_blocking()).await?))
+    }
+
+    async fn seed(&self, subject: &StoreSubject, key: i64) -> Result<Seeded> {
+        let (s, subject) = (self.clone(), subject.clone());
+        blocking(move || s.seed_blocking(&subject, key)).await
+    }
+
+    async fn unseed(&self, seeded: &Seeded) -> Result<u64> {
+        let mut n = 0;
+        for p in &seeded.places {
+            let path = PathBuf::from(&p.place);
+            // Only a file the drill created, and only under the store's own folder.
+            if p.key.as_ref().is_some_and(|(k, _)| k == DRILL_FILE)
+                && path.starts_with(&self.path)
+                && path.exists()
+            {
+                std::fs::remove_file(&path)
+                    .map_err(|e| crate::Error::io(path.display().to_string(), e))?;
+                n += 1;
+            }
+        }
+        Ok(n)
     }
 }
 

@@ -19,6 +19,12 @@
 //! the same way. The probe reads every object of the object database, loose and packed, and
 //! counts the subject's cases (and objects holding an identifying value) found in any of them.
 //! Another process must not write to the repository while a delete runs.
+//!
+//! Seed (the drill): a synthetic case — a copy of the first JSON-lines case at HEAD with the
+//! subject field set to the synthetic subject, text to synthetic text, other fields emptied —
+//! appended to that file in one commit on HEAD (`lethe drill: a synthetic case`). The delete
+//! rewrites that commit to an empty one; unseed moves the branch back past it, so the history
+//! is as it was (the empty commit object holds nothing and goes with the next `git gc`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -27,7 +33,7 @@ use async_trait::async_trait;
 use git2::{ObjectType, Oid, Repository};
 
 use super::registry::StoreConfig;
-use super::{Deleted, Store, StoreAction, StoreSubject, error};
+use super::{Deleted, Seeded, SeededPlace, Store, StoreAction, StoreSubject, error};
 use crate::error::Result;
 
 /// The Git dataset connector.
@@ -763,6 +769,134 @@ impl GitStore {
     }
 }
 
+/// The message of the drill's seeding commit.
+const DRILL_MESSAGE: &str = "lethe drill: a synthetic case\n";
+
+impl GitStore {
+    fn seed_blocking(&self, subject: &StoreSubject, _key: i64) -> Result<Seeded> {
+        let value = subject.values.first().ok_or_else(|| {
+            error(
+                &self.name,
+                "the synthetic subject has no value for this store",
+            )
+        })?;
+        let repo = self.open_repo()?;
+        let Some(workdir) = repo.workdir().map(Path::to_path_buf) else {
+            return Err(error(
+                &self.name,
+                "a bare repository: the drill seeds through a work tree",
+            ));
+        };
+        let head = repo
+            .head()
+            .and_then(|h| h.peel_to_commit())
+            .map_err(|e| self.err("reading HEAD", e))?;
+        let tree = head
+            .tree()
+            .map_err(|e| self.err("reading HEAD's tree", e))?;
+        let mut found: Option<String> = None;
+        tree.walk(git2::TreeWalkMode::PreOrder, |root, entry| {
+            let path = format!("{root}{}", entry.name().unwrap_or(""));
+            if entry.kind() == Some(ObjectType::Blob)
+                && self.in_dataset(&path)
+                && format_of(&path) == Format::JsonLines
+            {
+                found = Some(path);
+                return git2::TreeWalkResult::Abort;
+            }
+            git2::TreeWalkResult::Ok
+        })
+        .ok();
+        let path = found.ok_or_else(|| {
+            error(
+                &self.name,
+                "no JSON-lines file of the dataset at HEAD to copy a case from",
+            )
+        })?;
+        let blob = tree
+            .get_path(Path::new(&path))
+            .and_then(|e| e.to_object(&repo))
+            .and_then(|o| o.peel_to_blob())
+            .map_err(|e| self.err("reading a blob", e))?;
+        let text = String::from_utf8_lossy(blob.content()).into_owned();
+        let template = text
+            .lines()
+            .find_map(|l| {
+                serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(l).ok()
+            })
+            .ok_or_else(|| error(&self.name, format!("{path} holds no case to copy")))?;
+        let mut case = serde_json::Map::new();
+        for (k, v) in template {
+            let nv = if k == self.field {
+                match (&v, value.parse::<i64>()) {
+                    (serde_json::Value::Number(_), Ok(i)) => serde_json::Value::from(i),
+                    _ => serde_json::Value::from(value.as_str()),
+                }
+            } else if v.is_string() {
+                serde_json::Value::from(super::synthetic_text(subject, &k))
+            } else {
+                serde_json::Value::Null
+            };
+            case.insert(k, nv);
+        }
+        let mut content = text;
+        if !content.is_empty() && !content.ends_with('\n') {
+            content.push('\n');
+        }
+        content.push_str(&serde_json::Value::Object(case).to_string());
+        content.push('\n');
+        let file = workdir.join(&path);
+        std::fs::write(&file, &content)
+            .map_err(|e| crate::Error::io(file.display().to_string(), e))?;
+        let mut index = repo.index().map_err(|e| self.err("reading the index", e))?;
+        index
+            .add_path(Path::new(&path))
+            .map_err(|e| self.err("staging the synthetic case", e))?;
+        index
+            .write()
+            .map_err(|e| self.err("writing the index", e))?;
+        let tree = index
+            .write_tree()
+            .and_then(|t| repo.find_tree(t))
+            .map_err(|e| self.err("writing a tree", e))?;
+        let sig = git2::Signature::now("lethe drill", "lethe-drill@localhost")
+            .map_err(|e| self.err("signing the commit", e))?;
+        let oid = repo
+            .commit(Some("HEAD"), &sig, &sig, DRILL_MESSAGE, &tree, &[&head])
+            .map_err(|e| self.err("committing the synthetic case", e))?;
+        Ok(Seeded {
+            records: 1,
+            places: vec![SeededPlace {
+                place: path,
+                key: Some(("commit".into(), oid.to_string())),
+            }],
+        })
+    }
+
+    fn unseed_blocking(&self) -> Result<u64> {
+        let repo = self.open_repo()?;
+        let mut head = repo.head().map_err(|e| self.err("reading HEAD", e))?;
+        let c = head
+            .peel_to_commit()
+            .map_err(|e| self.err("reading HEAD", e))?;
+        let empty = c.parent_count() == 1
+            && c.parent(0).is_ok_and(|p| p.tree_id() == c.tree_id())
+            && c.message_raw() == Some(DRILL_MESSAGE);
+        if !empty {
+            return Ok(0);
+        }
+        let parent = c.parent_id(0).map_err(|e| self.err("reading HEAD", e))?;
+        if head.is_branch() {
+            head.set_target(parent, "lethe drill: drop the drill's emptied commit")
+                .map_err(|e| self.err("moving the branch", e))?;
+        } else {
+            repo.set_head_detached(parent)
+                .map_err(|e| self.err("moving HEAD", e))?;
+        }
+        Ok(1)
+    }
+}
+
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
     tokio::task::spawn_blocking(f)
         .await
@@ -788,6 +922,16 @@ impl Store for GitStore {
     async fn subject_values(&self) -> Result<Option<Vec<String>>> {
         let s = self.clone();
         Ok(Some(blocking(move || s.values_blocking()).await?))
+    }
+
+    async fn seed(&self, subject: &StoreSubject, key: i64) -> Result<Seeded> {
+        let (s, subject) = (self.clone(), subject.clone());
+        blocking(move || s.seed_blocking(&subject, key)).await
+    }
+
+    async fn unseed(&self, _seeded: &Seeded) -> Result<u64> {
+        let s = self.clone();
+        blocking(move || s.unseed_blocking()).await
     }
 }
 

@@ -12,6 +12,9 @@
 //! (`retries` attempts, first wait `backoff_ms`); any other status is an error at once. A
 //! failure after the retries is an error naming the store, which leaves the request open and
 //! resumable. Many subjects are sent as concurrent requests (8 at a time).
+//!
+//! Seed (the drill): `seed_request`, when the store gives one, creates the synthetic subject at
+//! the vendor (a test user); the erasure's deletion request removes it.
 
 use std::time::Duration;
 
@@ -20,7 +23,7 @@ use futures::StreamExt;
 use secrecy::{ExposeSecret, SecretString};
 
 use super::registry::{HttpRequest, StoreConfig};
-use super::{Deleted, Store, StoreAction, StoreSubject, error};
+use super::{Deleted, Seeded, SeededPlace, Store, StoreAction, StoreSubject, error};
 use crate::error::Result;
 
 /// Requests in flight at once for a batch.
@@ -31,6 +34,7 @@ pub struct HttpStore {
     name: String,
     delete: Option<HttpRequest>,
     probe: Option<HttpRequest>,
+    seed: Option<HttpRequest>,
     auth: Option<(String, SecretString)>,
     client: reqwest::Client,
     retries: u32,
@@ -119,6 +123,7 @@ impl HttpStore {
             name: name.to_string(),
             delete: c.delete_request.clone(),
             probe: c.probe_request.clone(),
+            seed: c.seed_request.clone(),
             auth,
             client,
             retries: c.retries.unwrap_or(3).max(1),
@@ -336,6 +341,37 @@ impl Store for HttpStore {
         })
         .await
     }
+
+    async fn seed(&self, subject: &StoreSubject, _key: i64) -> Result<Seeded> {
+        let req = self.seed.as_ref().ok_or_else(|| {
+            error(
+                &self.name,
+                "no seed_request: the drill can't create its synthetic subject at the vendor (give the vendor's test-user request)",
+            )
+        })?;
+        let value = subject.values.first().ok_or_else(|| {
+            error(
+                &self.name,
+                "the synthetic subject has no value for this store",
+            )
+        })?;
+        match self.send("seed", req, value, &[200, 201, 202, 204]).await? {
+            Outcome::Ok(_) => Ok(Seeded {
+                records: 1,
+                places: vec![SeededPlace {
+                    place: format!("{} {}", req.method, req.url),
+                    key: None,
+                }],
+            }),
+            Outcome::Absent => Err(error(
+                &self.name,
+                format!(
+                    "seed {} {}: the vendor answered as for an unknown user",
+                    req.method, req.url
+                ),
+            )),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -371,6 +407,7 @@ mod tests {
             name: "v".into(),
             delete: None,
             probe: None,
+            seed: None,
             auth: Some((
                 "Authorization".into(),
                 SecretString::from("Bearer sekret-123"),

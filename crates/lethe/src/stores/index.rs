@@ -6,6 +6,8 @@
 //! first. So after a delete the store is *pending rebuild*: lethe reads when the job last ran
 //! (`max(built_at)` of the `builds_table` the job appends to), and only a probe after a rebuild
 //! that ran after the delete verifies it. A hit then means the source still holds the subject.
+//! Seed (the drill): one document copied from the index's first, with the subject field set to
+//! the synthetic subject and its text to synthetic text; the erasure deletes it.
 
 use std::path::Path;
 
@@ -14,7 +16,7 @@ use chrono::{DateTime, Utc};
 
 use super::registry::StoreConfig;
 use super::sql::{Change, Target};
-use super::{Deleted, Store, StoreAction, StoreSubject, error};
+use super::{Deleted, Seeded, SeededPlace, Store, StoreAction, StoreSubject, error};
 use crate::error::Result;
 
 /// The index connector.
@@ -134,5 +136,54 @@ impl Store for IndexStore {
                 .distinct(&self.name, &[(self.table.clone(), self.field.clone())])
                 .await?,
         ))
+    }
+
+    async fn seed(&self, subject: &StoreSubject, key: i64) -> Result<Seeded> {
+        let value = subject.values.first().ok_or_else(|| {
+            error(
+                &self.name,
+                "the synthetic subject has no value for this store",
+            )
+        })?;
+        let done = self
+            .target
+            .seed(
+                &self.name,
+                &[(self.table.clone(), self.field.clone())],
+                value,
+                key,
+                &super::synthetic_prefix(subject),
+            )
+            .await?;
+        let (n, found) = done.into_iter().next().unwrap_or((0, None));
+        if n == 0 {
+            return Err(error(
+                &self.name,
+                format!(
+                    "the index table {} is empty: there is no document to copy a synthetic one from",
+                    self.table
+                ),
+            ));
+        }
+        Ok(Seeded {
+            records: n,
+            places: vec![SeededPlace {
+                place: self.table.clone(),
+                key: found,
+            }],
+        })
+    }
+
+    async fn unseed(&self, seeded: &Seeded) -> Result<u64> {
+        let keys: Vec<(String, String, String)> = seeded
+            .places
+            .iter()
+            .filter_map(|p| {
+                p.key
+                    .as_ref()
+                    .map(|(c, v)| (p.place.clone(), c.clone(), v.clone()))
+            })
+            .collect();
+        self.target.delete_keys(&self.name, &keys).await
     }
 }

@@ -16,6 +16,10 @@
 //!   rebuild ran — a delete there is undone by the next rebuild unless the source went first,
 //!   so the store only counts as verified once a rebuild after the delete was probed clean.
 //!
+//! - `seed(subject, key)` and `unseed(seeded)`: the drill's seeding hook (`lethe drill`) —
+//!   writes records of a synthetic subject shaped like the store's own, and removes afterwards
+//!   whatever of them the erasure kept (a tombstoned row, an emptied file, the drill's commit).
+//!
 //! A store that can't be probed says so (`probe = "none"` with a `basis`): it is a residual in
 //! every manifest and no verdict over it is COMPLETE. The order of an erasure over stores and
 //! the warehouse, and the verify loop, are in [`crate::erasure::erase`]; this module knows
@@ -109,6 +113,36 @@ pub struct Deleted {
     pub unreachable: Vec<String>,
 }
 
+/// What a store's seeding hook wrote for the drill's synthetic subject.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Seeded {
+    /// Records written.
+    pub records: u64,
+    /// Where they went (a table, a file, a commit) and the key that finds each there, so that
+    /// `unseed` removes what the erasure kept and nothing else.
+    pub places: Vec<SeededPlace>,
+}
+
+/// One place a seed wrote to.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SeededPlace {
+    /// The table, file or ref.
+    pub place: String,
+    /// The column (or other locator) and value that find the record there, when it has one.
+    pub key: Option<(String, String)>,
+}
+
+/// The synthetic text a seeded record's text field gets: names the drill's request and the
+/// field, never a person.
+pub fn synthetic_text(subject: &StoreSubject, field: &str) -> String {
+    format!("{} {field}", synthetic_prefix(subject))
+}
+
+/// The start of every synthetic text of a subject's seeded records.
+pub fn synthetic_prefix(subject: &StoreSubject) -> String {
+    format!("lethe drill {}", subject.request)
+}
+
 /// The protocol every store implements.
 #[async_trait]
 pub trait Store: Send + Sync {
@@ -131,6 +165,23 @@ pub trait Store: Send + Sync {
     /// finds erased subjects by their keyed hash); `None` when the store can't be listed.
     async fn subject_values(&self) -> Result<Option<Vec<String>>> {
         Ok(None)
+    }
+
+    /// The drill's seeding hook: writes records of `subject` (a synthetic subject from the
+    /// reserved range of `subjects.toml`) shaped like the store's own — a copy of one of its
+    /// records with the subject field set to the subject's value, a key set to the synthetic
+    /// `key`, text set to [`synthetic_text`] and other personal fields emptied, so no real
+    /// person's value is copied. An error names why the store can't be seeded.
+    async fn seed(&self, subject: &StoreSubject, key: i64) -> Result<Seeded> {
+        let _ = (subject, key);
+        Err(error(self.name(), "this kind of store has no seeding hook"))
+    }
+
+    /// Removes what `seed` wrote and the erasure kept (a tombstoned row, an emptied file, the
+    /// drill's own commit); nothing else. Returns the records (or files, commits) removed.
+    async fn unseed(&self, seeded: &Seeded) -> Result<u64> {
+        let _ = seeded;
+        Ok(0)
     }
 }
 

@@ -27,6 +27,12 @@
 //! rebuilt_from = "support.tickets"   # a delete here is undone by the next rebuild...
 //! schedule = "nightly at 02:00"      # ...which runs on this schedule
 //!
+//! [stores.helpdesk]
+//! kind = "http"
+//! delete_request = { method = "DELETE", url = "https://vendor.example/v1/users/{subject}" }
+//! probe_request = { method = "GET", url = "https://vendor.example/v1/users/{subject}" }
+//! seed_request = { method = "PUT", url = "https://vendor.example/v1/users/{subject}" }   # the drill's test subject
+//!
 //! [stores.backups]
 //! kind = "backup"
 //! probe = "none"                     # can't be probed: a residual in every manifest
@@ -238,6 +244,10 @@ pub struct StoreConfig {
     /// http: the probe request.
     #[serde(default)]
     pub probe_request: Option<HttpRequest>,
+    /// http: the request that creates a test subject at the vendor, for the drill's synthetic
+    /// subject (`lethe drill`); without it the drill can't seed the vendor and says so.
+    #[serde(default)]
+    pub seed_request: Option<HttpRequest>,
     /// http: the header carrying the credential (default `Authorization`).
     #[serde(default)]
     pub auth_header: Option<String>,
@@ -372,6 +382,7 @@ fn kind_keys(kind: StoreKind) -> &'static [&'static str] {
         StoreKind::Http => &[
             "delete_request",
             "probe_request",
+            "seed_request",
             "auth_header",
             "auth_env",
             "timeout_seconds",
@@ -407,6 +418,7 @@ impl StoreConfig {
         add("schedule", self.schedule.is_some());
         add("delete_request", self.delete_request.is_some());
         add("probe_request", self.probe_request.is_some());
+        add("seed_request", self.seed_request.is_some());
         add("auth_header", self.auth_header.is_some());
         add("auth_env", self.auth_env.is_some());
         add("timeout_seconds", self.timeout_seconds.is_some());
@@ -680,6 +692,7 @@ fn check_kind(f: &Registry, name: &str, s: &StoreConfig) -> Result<()> {
             for (k, r) in [
                 ("delete_request", &s.delete_request),
                 ("probe_request", &s.probe_request),
+                ("seed_request", &s.seed_request),
             ] {
                 if let Some(r) = r
                     && !(r.url.starts_with("http://")
@@ -940,7 +953,10 @@ pub fn destinations(f: &Registry, root: &Path) -> Vec<(String, String)> {
                 }
             }
             StoreKind::Http => {
-                for r in [&s.delete_request, &s.probe_request].into_iter().flatten() {
+                for r in [&s.delete_request, &s.probe_request, &s.seed_request]
+                    .into_iter()
+                    .flatten()
+                {
                     let url = r.url.replace("{subject}", "x");
                     let expanded = expand_vars(&url);
                     if let Ok(u) = reqwest::Url::parse(&expanded) {

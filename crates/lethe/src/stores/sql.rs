@@ -675,6 +675,358 @@ impl Target {
     }
 }
 
+/// A column as the seeding hook sees it.
+#[derive(Debug, Clone)]
+struct SeedColumn {
+    name: String,
+    ty: PgType,
+    primary: bool,
+    foreign: bool,
+    nullable: bool,
+}
+
+/// What a seeded column gets.
+enum SeedValue {
+    /// The template's value.
+    Copy,
+    /// NULL.
+    Null,
+    /// A parameter: integer or text.
+    Int(i64),
+    Text(String),
+}
+
+/// The value of each column of a seeded row: the subject column `column` gets `value`, a
+/// single-column primary key `key` (as text for a text key: `drill-<key>`), other text columns
+/// `text(name)` unless they are foreign keys (copied: they point at rows that exist), other
+/// columns NULL when nullable and the template's value otherwise. Returns the values and the
+/// key (column, value) that finds the row, if there is a single-column primary key.
+fn seed_values(
+    store: &str,
+    table: &str,
+    cols: &[SeedColumn],
+    column: &str,
+    value: &str,
+    key: i64,
+    text: &str,
+) -> Result<(Vec<SeedValue>, Option<(String, String)>)> {
+    if !cols.iter().any(|c| c.name == column) {
+        return Err(error(
+            store,
+            format!("no column `{column}` in table `{table}`"),
+        ));
+    }
+    let pks: Vec<&SeedColumn> = cols.iter().filter(|c| c.primary).collect();
+    let single_pk = (pks.len() == 1).then(|| pks[0].name.clone());
+    let mut found = None;
+    let mut out = Vec::new();
+    for c in cols {
+        let v = if c.name == column {
+            match c.ty {
+                PgType::Int => SeedValue::Int(value.parse().map_err(|_| {
+                    error(
+                        store,
+                        format!(
+                            "`{table}.{column}` is an integer column; the subject's value isn't"
+                        ),
+                    )
+                })?),
+                _ => SeedValue::Text(value.to_string()),
+            }
+        } else if single_pk.as_deref() == Some(c.name.as_str()) {
+            match c.ty {
+                PgType::Int => SeedValue::Int(key),
+                PgType::Text => SeedValue::Text(format!("drill-{key}")),
+                PgType::Other => SeedValue::Copy,
+            }
+        } else if c.foreign {
+            SeedValue::Copy
+        } else if c.ty == PgType::Text {
+            SeedValue::Text(format!("{text} {}", c.name))
+        } else if c.nullable {
+            SeedValue::Null
+        } else {
+            SeedValue::Copy
+        };
+        if single_pk.as_deref() == Some(c.name.as_str()) {
+            found = match &v {
+                SeedValue::Int(i) => Some((c.name.clone(), i.to_string())),
+                SeedValue::Text(t) => Some((c.name.clone(), t.clone())),
+                _ => None,
+            };
+        }
+        out.push(v);
+    }
+    Ok((out, found))
+}
+
+fn lite_columns(store: &str, c: &rusqlite::Connection, table: &str) -> Result<Vec<SeedColumn>> {
+    let mut fks = std::collections::BTreeSet::new();
+    {
+        let mut stmt = c
+            .prepare(&format!("PRAGMA foreign_key_list({})", quote(table)))
+            .map_err(|e| lite_err(store, "reading foreign keys", e))?;
+        let rows = stmt
+            .query_map([], |r| r.get::<_, String>(3))
+            .map_err(|e| lite_err(store, "reading foreign keys", e))?;
+        for r in rows {
+            fks.insert(r.map_err(|e| lite_err(store, "reading foreign keys", e))?);
+        }
+    }
+    let mut stmt = c
+        .prepare(&format!("PRAGMA table_info({})", quote(table)))
+        .map_err(|e| lite_err(store, "reading the schema", e))?;
+    let rows = stmt
+        .query_map([], |r| {
+            Ok((
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, i64>(3)?,
+                r.get::<_, i64>(5)?,
+            ))
+        })
+        .map_err(|e| lite_err(store, "reading the schema", e))?;
+    let mut out = Vec::new();
+    for r in rows {
+        let (name, ty, notnull, pk) = r.map_err(|e| lite_err(store, "reading the schema", e))?;
+        let up = ty.to_ascii_uppercase();
+        // SQLite's affinity rules: INT → integer; CHAR, CLOB, TEXT or no type (an FTS5
+        // column) → text.
+        let ty = if up.contains("INT") {
+            PgType::Int
+        } else if up.is_empty() || up.contains("CHAR") || up.contains("CLOB") || up.contains("TEXT")
+        {
+            PgType::Text
+        } else {
+            PgType::Other
+        };
+        out.push(SeedColumn {
+            foreign: fks.contains(&name),
+            name,
+            ty,
+            primary: pk > 0,
+            nullable: notnull == 0 && pk == 0,
+        });
+    }
+    if out.is_empty() {
+        return Err(error(store, format!("no table `{table}`")));
+    }
+    Ok(out)
+}
+
+async fn pg_columns(
+    store: &str,
+    c: &impl tokio_postgres::GenericClient,
+    table: &str,
+) -> Result<Vec<SeedColumn>> {
+    let rows = c
+        .query(
+            "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod), NOT a.attnotnull, \
+             EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conrelid = a.attrelid AND k.contype = 'p' AND a.attnum = ANY(k.conkey)), \
+             EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conrelid = a.attrelid AND k.contype = 'f' AND a.attnum = ANY(k.conkey)) \
+             FROM pg_attribute a WHERE a.attrelid = $1::text::regclass AND a.attnum > 0 AND NOT a.attisdropped \
+             ORDER BY a.attnum",
+            &[&table],
+        )
+        .await
+        .map_err(|e| pg_err(store, &format!("reading the columns of `{table}`"), e))?;
+    Ok(rows
+        .iter()
+        .map(|r| {
+            let t: String = r.get(1);
+            SeedColumn {
+                name: r.get(0),
+                ty: match t.as_str() {
+                    "smallint" | "integer" | "bigint" => PgType::Int,
+                    t if t == "text" || t.starts_with("character") => PgType::Text,
+                    _ => PgType::Other,
+                },
+                nullable: r.get(2),
+                primary: r.get(3),
+                foreign: r.get(4),
+            }
+        })
+        .collect())
+}
+
+impl Target {
+    /// The drill's seeding hook for SQL stores: into each of `tables` ((table, subject column),
+    /// parents first), in one transaction, one row copied from the table's first row (see
+    /// [`seed_values`]). Returns, per table, the rows inserted (0 for an empty table) and the
+    /// key that finds the row.
+    pub(crate) async fn seed(
+        &self,
+        store: &str,
+        tables: &[(String, String)],
+        value: &str,
+        key: i64,
+        text: &str,
+    ) -> Result<Vec<(u64, Option<(String, String)>)>> {
+        match self {
+            Target::Postgres(url) => {
+                let mut c = pg_connect(store, url).await?;
+                let tx = c
+                    .transaction()
+                    .await
+                    .map_err(|e| pg_err(store, "BEGIN", e))?;
+                let mut out = Vec::new();
+                for (t, col) in tables {
+                    let cols = pg_columns(store, &tx, t).await?;
+                    let (vals, found) = seed_values(store, t, &cols, col, value, key, text)?;
+                    let mut params: Vec<Box<dyn tokio_postgres::types::ToSql + Sync + Send>> =
+                        Vec::new();
+                    let exprs: Vec<String> = cols
+                        .iter()
+                        .zip(&vals)
+                        .map(|(c, v)| match v {
+                            SeedValue::Copy => quote(&c.name),
+                            SeedValue::Null => "NULL".to_string(),
+                            SeedValue::Int(i) => {
+                                params.push(Box::new(*i));
+                                format!("${}::bigint", params.len())
+                            }
+                            SeedValue::Text(s) => {
+                                params.push(Box::new(s.clone()));
+                                format!("${}::text", params.len())
+                            }
+                        })
+                        .collect();
+                    let sql = format!(
+                        "INSERT INTO {t} ({}) SELECT {} FROM {t} LIMIT 1",
+                        cols.iter()
+                            .map(|c| quote(&c.name))
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        exprs.join(", "),
+                        t = quote(t)
+                    );
+                    let refs: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = params
+                        .iter()
+                        .map(|p| p.as_ref() as &(dyn tokio_postgres::types::ToSql + Sync))
+                        .collect();
+                    let n = tx
+                        .execute(&sql, &refs)
+                        .await
+                        .map_err(|e| pg_err(store, &format!("seeding `{t}`"), e))?;
+                    out.push((n, found.filter(|_| n > 0)));
+                }
+                tx.commit().await.map_err(|e| pg_err(store, "COMMIT", e))?;
+                Ok(out)
+            }
+            Target::Sqlite(path) => {
+                let (store, path, tables, value, text) = (
+                    store.to_string(),
+                    path.clone(),
+                    tables.to_vec(),
+                    value.to_string(),
+                    text.to_string(),
+                );
+                blocking(move || {
+                    let store = store.as_str();
+                    let mut c = lite_open(store, &path)?;
+                    let tx = c.transaction().map_err(|e| lite_err(store, "BEGIN", e))?;
+                    let mut out = Vec::new();
+                    for (t, col) in &tables {
+                        let cols = lite_columns(store, &tx, t)?;
+                        let (vals, found) = seed_values(store, t, &cols, col, &value, key, &text)?;
+                        let mut params: Vec<rusqlite::types::Value> = Vec::new();
+                        let exprs: Vec<String> = cols
+                            .iter()
+                            .zip(vals)
+                            .map(|(c, v)| match v {
+                                SeedValue::Copy => quote(&c.name),
+                                SeedValue::Null => "NULL".to_string(),
+                                SeedValue::Int(i) => {
+                                    params.push(rusqlite::types::Value::Integer(i));
+                                    format!("?{}", params.len())
+                                }
+                                SeedValue::Text(s) => {
+                                    params.push(rusqlite::types::Value::Text(s));
+                                    format!("?{}", params.len())
+                                }
+                            })
+                            .collect();
+                        let sql = format!(
+                            "INSERT INTO {t} ({}) SELECT {} FROM {t} LIMIT 1",
+                            cols.iter()
+                                .map(|c| quote(&c.name))
+                                .collect::<Vec<_>>()
+                                .join(", "),
+                            exprs.join(", "),
+                            t = quote(t)
+                        );
+                        let n = tx
+                            .execute(&sql, rusqlite::params_from_iter(params.iter()))
+                            .map_err(|e| lite_err(store, &format!("seeding `{t}`"), e))?
+                            as u64;
+                        out.push((n, found.filter(|_| n > 0)));
+                    }
+                    tx.commit().map_err(|e| lite_err(store, "COMMIT", e))?;
+                    Ok(out)
+                })
+                .await
+            }
+        }
+    }
+
+    /// Deletes the rows found by `keys` ((table, key column, key value), children first), in
+    /// one transaction. Returns the rows deleted.
+    pub(crate) async fn delete_keys(
+        &self,
+        store: &str,
+        keys: &[(String, String, String)],
+    ) -> Result<u64> {
+        let mut n = 0u64;
+        match self {
+            Target::Postgres(url) => {
+                let mut c = pg_connect(store, url).await?;
+                let tx = c
+                    .transaction()
+                    .await
+                    .map_err(|e| pg_err(store, "BEGIN", e))?;
+                for (t, col, v) in keys {
+                    let ty = pg_type(store, &tx, t, col).await?;
+                    let (cond, p) = pg_match(store, ty, col, 1, std::slice::from_ref(v))?;
+                    n += tx
+                        .execute(
+                            &format!("DELETE FROM {} WHERE {cond}", quote(t)),
+                            &[p.as_ref() as &(dyn tokio_postgres::types::ToSql + Sync)],
+                        )
+                        .await
+                        .map_err(|e| {
+                            pg_err(store, &format!("removing the drill's row from `{t}`"), e)
+                        })?;
+                }
+                tx.commit().await.map_err(|e| pg_err(store, "COMMIT", e))?;
+            }
+            Target::Sqlite(path) => {
+                let (store, path, keys) = (store.to_string(), path.clone(), keys.to_vec());
+                n = blocking(move || {
+                    let store = store.as_str();
+                    let mut c = lite_open(store, &path)?;
+                    let tx = c.transaction().map_err(|e| lite_err(store, "BEGIN", e))?;
+                    let mut n = 0u64;
+                    for (t, col, v) in &keys {
+                        let p = lite_values(store, &tx, t, col, std::slice::from_ref(v))?;
+                        n += tx
+                            .execute(
+                                &format!("DELETE FROM {} WHERE {} = ?1", quote(t), quote(col)),
+                                rusqlite::params_from_iter(p.iter()),
+                            )
+                            .map_err(|e| {
+                                lite_err(store, &format!("removing the drill's row from `{t}`"), e)
+                            })? as u64;
+                    }
+                    tx.commit().map_err(|e| lite_err(store, "COMMIT", e))?;
+                    Ok(n)
+                })
+                .await?;
+            }
+        }
+        Ok(n)
+    }
+}
+
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
     tokio::task::spawn_blocking(f)
         .await

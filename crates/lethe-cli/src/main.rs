@@ -81,10 +81,11 @@ enum Command {
     /// Needs the register key (LETHE_REGISTER_KEY or LETHE_REGISTER_KEY_FILE).
     Erase(cmd::erase::EraseArgs),
     /// The erasure drill: seed a synthetic subject (a reserved ID range in subjects.toml)
-    /// through every source table, run the pipelines, plan, erase, verify zero residual, and
-    /// remove what it seeded. Exit 1, naming them, for tables no lineage accounts for, tables
-    /// it reached that no step covers, residuals, and systems past their time budget. Run it
-    /// weekly (see the README).
+    /// through every source table and every registered store's seeding hook, run the
+    /// pipelines, plan, erase, verify zero residual in every system of the manifest, and
+    /// remove what it seeded. Exit 1, naming them, for stores without a probe or that can't be
+    /// seeded, tables no lineage accounts for, tables it reached that no step covers,
+    /// residuals, and systems past their time budget. Run it weekly (see the README).
     Drill(cmd::drill::DrillArgs),
     /// Requests as a workflow: record what a controller instructed (an erasure, or a
     /// restriction that never deletes), list them with days left and overdue ones, extend a

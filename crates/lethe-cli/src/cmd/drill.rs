@@ -94,7 +94,43 @@ pub async fn drill(a: DrillArgs, config: Option<&Path>) -> anyhow::Result<ExitCo
                 &rows
             )
         );
-        println!("stores outside the warehouse: none registered on this build");
+        if r.stores.is_empty() {
+            println!("stores outside the warehouse: none drilled");
+        } else {
+            let rows: Vec<Vec<String>> = r
+                .stores
+                .iter()
+                .map(|s| {
+                    vec![
+                        s.store.clone(),
+                        s.kind.clone(),
+                        s.seeded.to_string(),
+                        s.deleted.to_string(),
+                        s.residual.map_or("-".into(), |n| n.to_string()),
+                        s.state.clone(),
+                        s.removed_after.to_string(),
+                    ]
+                })
+                .collect();
+            print!(
+                "{}",
+                out::table(
+                    &[
+                        "store",
+                        "kind",
+                        "seeded",
+                        "deleted",
+                        "residual",
+                        "state",
+                        "removed after"
+                    ],
+                    &rows
+                )
+            );
+        }
+        for n in &r.notes {
+            println!("note: {n}");
+        }
         if let Some((l, p)) = &r.verdict {
             println!("attestation: logical {l}, physical {p}");
         }

@@ -1,6 +1,7 @@
 //! Requests as a workflow (issue 16): due dates and extensions, restriction (left out of
-//! queries and pipelines, nothing deleted), legal holds (HELD steps, the re-certified
-//! manifest), the attestation's JSON schema, and bad input that changes nothing.
+//! queries and pipelines, nothing deleted), legal holds over tables and stores (HELD steps,
+//! the re-certified manifest), the drill over the warehouse and every registered store, the
+//! attestation's JSON schema, and bad input that changes nothing.
 
 use serde_json::Value;
 
@@ -398,6 +399,8 @@ async fn a_restriction_leaves_the_learner_out_of_queries_and_pipelines_deletes_n
         0,
     );
     demo.lethe_ok(&["request", "list", "--overdue", "--day", "2026-10-15"], 0);
+    // An extension past three months from receipt: refused, nothing changes.
+    let state = state_snapshot(&demo);
     let e = bad(
         &demo,
         &[
@@ -413,6 +416,7 @@ async fn a_restriction_leaves_the_learner_out_of_queries_and_pipelines_deletes_n
         ],
     );
     assert!(e.contains("would make 3"), "{e}");
+    assert_eq!(state_snapshot(&demo), state);
 }
 
 const HOLD: &str = r#"[holds."tribunal-2026-118"]
@@ -729,4 +733,265 @@ async fn the_drill_passes_on_the_demo_removes_what_it_seeded_and_names_a_table_n
     );
     assert!(out.contains("FAILED"), "{out}");
     assert_eq!(count("crm.learners"), 0);
+}
+
+/// What the demo's stores hold, in counts and names (never values): the application
+/// database's rows per table, the export folder's files, the vendor's users, the search
+/// index's documents, the evaluation set's HEAD commit.
+fn stores_snapshot(demo: &Demo) -> Vec<String> {
+    let mut out = Vec::new();
+    let c = rusqlite::Connection::open(demo.dir.join("app/app.db")).unwrap();
+    for t in ["learners", "tickets", "payments"] {
+        let n: i64 = c
+            .query_row(&format!("SELECT count(*) FROM {t}"), [], |r| r.get(0))
+            .unwrap();
+        out.push(format!("app_db {t}: {n}"));
+    }
+    let mut files: Vec<String> = std::fs::read_dir(demo.dir.join("exports"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    out.push(format!("crm_export: {files:?}"));
+    let users: serde_json::Map<String, Value> =
+        serde_json::from_str(&std::fs::read_to_string(demo.dir.join("vendor/users.json")).unwrap())
+            .unwrap();
+    out.push(format!("helpdesk: {} user(s)", users.len()));
+    let s = rusqlite::Connection::open(demo.dir.join("search/support.db")).unwrap();
+    let n: i64 = s
+        .query_row("SELECT count(*) FROM tickets_fts", [], |r| r.get(0))
+        .unwrap();
+    out.push(format!("support_search: {n}"));
+    let head = std::process::Command::new("git")
+        .arg("-C")
+        .arg(demo.dir.join(lethe_demo::platform::evalset::EVALSET))
+        .args(["rev-parse", "HEAD"])
+        .output()
+        .unwrap();
+    out.push(format!(
+        "eval_set: {}",
+        String::from_utf8_lossy(&head.stdout).trim()
+    ));
+    out
+}
+
+/// The drill through every registered store: the application database, the export files, the
+/// vendor (its test-user call), the search index and the evaluation set's Git history are
+/// seeded, erased and probed clean, and left as they were; registering a store without a probe
+/// makes the drill fail naming it.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_drill_seeds_and_erases_every_store_and_fails_naming_a_store_without_a_probe() {
+    let demo = Demo::with_stores(lethe_demo::platform::appdb::AppDb::Sqlite).await;
+    let vendor = demo.vendor().await;
+    let before = stores_snapshot(&demo);
+    let r: Value = serde_json::from_str(&demo.lethe_ok(
+        &["drill", "--min-age", "0s", "--day", "2026-10-01", "--json"],
+        0,
+    ))
+    .unwrap();
+    assert_eq!(r["failures"], serde_json::json!([]), "{r:#}");
+    // The search index is rebuilt from support.tickets: probed clean after the delete, it is
+    // verified by lethe only after its next rebuild (the attestation stays open until then).
+    let notes = r["notes"].as_array().unwrap();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(
+        notes[0]
+            .as_str()
+            .unwrap()
+            .starts_with("store support_search: probed clean after the delete"),
+        "{notes:?}"
+    );
+    let stores = r["stores"].as_array().unwrap();
+    let mut names: Vec<&str> = stores
+        .iter()
+        .map(|s| s["store"].as_str().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "app_db",
+            "crm_export",
+            "eval_set",
+            "helpdesk",
+            "support_search"
+        ]
+    );
+    for s in stores {
+        assert!(s["seeded"].as_u64().unwrap() > 0, "{s}");
+        assert!(s["deleted"].as_u64().unwrap() > 0, "{s}");
+        assert_eq!(s["residual"], 0, "{s}");
+    }
+    let app_db = stores.iter().find(|s| s["store"] == "app_db").unwrap();
+    assert_eq!(app_db["seeded"], 3, "one row per table: {app_db}");
+    // The tombstoned payment the erasure keeps is the drill's own: removed afterwards.
+    assert_eq!(app_db["removed_after"], 1, "{app_db}");
+    let id = r["synthetic_id"].as_i64().unwrap();
+    let email = format!("lethe drill {} email", r["request"].as_str().unwrap());
+    let seeds = vendor.received().seeds;
+    assert_eq!(seeds.len(), 1, "one test user created: {seeds:?}");
+    assert!(!vendor.knows(&email));
+    assert!(
+        r["times"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["system"] == "app_db" && t["seed_seconds"].as_f64().unwrap() > 0.0)
+    );
+    assert_eq!(stores_snapshot(&demo), before, "synthetic learner {id}");
+
+    // A store registered without a probe: the drill fails naming it, and still removes what
+    // it seeded.
+    let path = demo.dir.join("governance/stores.toml");
+    let mut toml = std::fs::read_to_string(&path).unwrap();
+    toml.push_str(
+        "\n[stores.nightly_backups]\nkind = \"backup\"\nowner = \"ops team\"\nprobe = \"none\"\nbasis = \"technical_impossibility\"\nexpires = \"35 days after the erasure\"\ncontrol = \"restore_replays_erasure_log\"\n",
+    );
+    std::fs::write(&path, toml).unwrap();
+    let out = demo.lethe_ok(&["drill", "--min-age", "0s", "--day", "2026-10-01"], 1);
+    assert!(
+        out.contains("FAIL store nightly_backups (backup): has no probe"),
+        "{out}"
+    );
+    assert!(out.contains("FAILED"), "{out}");
+    assert_eq!(stores_snapshot(&demo), before);
+}
+
+/// A legal hold over a store: the vendor keeps the learner (HELD with the basis, the manifest
+/// PARTLY_REFUSED) while everything else is erased; a hold naming a store stores.toml doesn't
+/// register is refused and changes nothing; after the hold ends the rerun deletes and probes
+/// the vendor and the request is certified again.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hold_on_a_store_keeps_the_vendor_until_it_ends() {
+    let demo = Demo::with_stores(lethe_demo::platform::appdb::AppDb::Sqlite).await;
+    let vendor = demo.vendor().await;
+    let c = rusqlite::Connection::open(demo.dir.join("app/app.db")).unwrap();
+    let email: String = c
+        .query_row(
+            "SELECT email FROM learners WHERE learner_id = 3590",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(vendor.knows(&email));
+    demo.lethe_ok(
+        &[
+            "request",
+            "open",
+            "--kind",
+            "erasure",
+            "--subject",
+            "learner=3590",
+            "--received",
+            "2026-10-01",
+            "--request",
+            "erasure-0001",
+        ],
+        0,
+    );
+    let hold = r#"[holds."vendor-audit"]
+requests = ["erasure-0001"]
+stores = ["helpdesk"]
+basis = "Regulator's audit of the helpdesk contract: its records are kept until the audit closes."
+decided_by = "legal team"
+until = "2027-03-31"
+"#;
+    let holds = demo.dir.join("governance/holds.toml");
+    let erase = |day: &str, code: i32| {
+        demo.lethe_ok(
+            &[
+                "erase",
+                "--request",
+                "erasure-0001",
+                "--day",
+                day,
+                "--min-age",
+                "0s",
+            ],
+            code,
+        )
+    };
+    // A hold over a store that isn't registered: refused, naming it; nothing changes.
+    std::fs::write(&holds, hold.replace("\"helpdesk\"", "\"helpdesk_eu\"")).unwrap();
+    let state = state_snapshot(&demo);
+    let e = bad(
+        &demo,
+        &[
+            "erase",
+            "--request",
+            "erasure-0001",
+            "--day",
+            "2026-10-02",
+            "--min-age",
+            "0s",
+        ],
+    );
+    assert!(
+        e.contains("`helpdesk_eu` is not a store of") && e.contains("holds.toml"),
+        "{e}"
+    );
+    assert_eq!(state_snapshot(&demo), state);
+    assert!(vendor.knows(&email));
+
+    std::fs::write(&holds, hold).unwrap();
+    let out = erase("2026-10-02", 0);
+    assert!(out.contains("HELD the store helpdesk"), "{out}");
+    assert!(vendor.knows(&email), "the held vendor keeps the learner");
+    assert_eq!(vendor.received().deletes.get(&email), None);
+    let app: i64 = c
+        .query_row(
+            "SELECT count(*) FROM learners WHERE learner_id = 3590",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(app, 0, "the application database is erased");
+    demo.lethe_ok(&["demo", "rebuild-index"], 0);
+    demo.lethe_ok(&["verify", "--request", "erasure-0001"], 0);
+    let a: Value =
+        serde_json::from_str(&demo.lethe_ok(&["attest", "--request", "erasure-0001", "--json"], 1))
+            .unwrap();
+    check_schema(&a);
+    assert_eq!(a["verdict"]["logical"], "PARTLY_REFUSED", "{a:#}");
+    let m = &a["manifest"];
+    assert_eq!(m["status"], "PARTLY_REFUSED", "{m:#}");
+    let helpdesk = m["systems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["system"] == "helpdesk")
+        .unwrap();
+    assert!(
+        helpdesk["state"].as_str().unwrap().starts_with(
+            "HELD under legal hold `vendor-audit` until 2027-03-31: Regulator's audit"
+        ),
+        "{helpdesk}"
+    );
+    assert_eq!(m["held"][0]["system"], "helpdesk");
+    assert!(
+        m["refusal"]
+            .as_str()
+            .unwrap()
+            .contains("the store helpdesk"),
+        "{m:#}"
+    );
+
+    // The day after the hold ends, the rerun deletes and probes the vendor.
+    erase("2027-04-01", 0);
+    assert!(!vendor.knows(&email));
+    let a: Value =
+        serde_json::from_str(&demo.lethe_ok(&["attest", "--request", "erasure-0001", "--json"], 0))
+            .unwrap();
+    check_schema(&a);
+    let m = &a["manifest"];
+    assert_eq!(m["status"], "COMPLETE", "{m:#}");
+    assert_eq!(m["held"][0]["released_on"], "2027-04-01");
+    let certs = m["certifications"].as_array().unwrap();
+    assert_eq!(
+        certs
+            .iter()
+            .map(|c| c["verdict"].as_str().unwrap())
+            .collect::<Vec<_>>(),
+        ["PARTLY_REFUSED", "COMPLETE"]
+    );
 }

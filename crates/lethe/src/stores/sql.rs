@@ -675,6 +675,9 @@ impl Target {
     }
 }
 
+/// The column and value that find a seeded row (its single-column primary key).
+pub(crate) type Locator = (String, String);
+
 /// A column as the seeding hook sees it.
 #[derive(Debug, Clone)]
 struct SeedColumn {
@@ -709,7 +712,7 @@ fn seed_values(
     value: &str,
     key: i64,
     text: &str,
-) -> Result<(Vec<SeedValue>, Option<(String, String)>)> {
+) -> Result<(Vec<SeedValue>, Option<Locator>)> {
     if !cols.iter().any(|c| c.name == column) {
         return Err(error(
             store,
@@ -861,7 +864,7 @@ impl Target {
         value: &str,
         key: i64,
         text: &str,
-    ) -> Result<Vec<(u64, Option<(String, String)>)>> {
+    ) -> Result<Vec<(u64, Option<Locator>)>> {
         match self {
             Target::Postgres(url) => {
                 let mut c = pg_connect(store, url).await?;

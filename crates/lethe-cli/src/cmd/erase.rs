@@ -14,7 +14,7 @@ use crate::out;
 
 /// Arguments of `lethe erase`.
 #[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("who").required(true).args(["subject", "subjects_file", "resume", "request"])))]
+#[command(group(clap::ArgGroup::new("who").required(true).multiple(true).args(["subject", "subjects_file", "resume", "request"])))]
 pub struct EraseArgs {
     /// The subject, as NAME=ID (e.g. learner=3590); opens the request when it has no record.
     #[arg(long, requires = "request")]

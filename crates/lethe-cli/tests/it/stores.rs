@@ -124,6 +124,32 @@ async fn the_demo_on_postgres_erases_the_learner_everywhere_sources_first() {
         &env,
         0,
     );
+    // The weekly drill seeds a synthetic learner through every store, PostgreSQL's tables
+    // included (parents first, one transaction), erases it and leaves each as it was.
+    let counts = async || {
+        let mut v = Vec::new();
+        for t in ["learners", "tickets", "payments"] {
+            v.push(pg_count(&uri, &format!("SELECT count(*) FROM {t}")).await);
+        }
+        v
+    };
+    let pg_before = counts().await;
+    let drill: Value =
+        serde_json::from_str(&demo.lethe_env(&["drill", "--min-age", "0s", "--json"], &env, 0))
+            .unwrap();
+    assert_eq!(drill["failures"], serde_json::json!([]), "{drill:#}");
+    let app_db = drill["stores"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["store"] == "app_db")
+        .unwrap();
+    assert_eq!(
+        (app_db["seeded"].as_u64(), app_db["residual"].as_u64()),
+        (Some(3), Some(0)),
+        "{app_db}"
+    );
+    assert_eq!(counts().await, pg_before);
 
     let out = demo.lethe_env(
         &[

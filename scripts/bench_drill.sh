@@ -9,7 +9,6 @@ lethe="$(realpath "${LETHE:-${CARGO_TARGET_DIR:-target}/release/lethe}")"
 out="$(realpath -m "${1:-$(mktemp -d)}")"
 shift || true
 scales=("${@:-1}")
-[ ${#scales[@]} -gt 0 ] || scales=(1)
 mkdir -p "$out"
 for s in "${scales[@]}"; do
   d="$out/demo-$s"

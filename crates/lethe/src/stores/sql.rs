@@ -689,6 +689,7 @@ struct SeedColumn {
 }
 
 /// What a seeded column gets.
+#[derive(Debug)]
 enum SeedValue {
     /// The template's value.
     Copy,
@@ -1072,6 +1073,63 @@ pub(crate) fn children_first(tables: &[String], fks: &[(String, String)]) -> Vec
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn col(name: &str, ty: PgType, primary: bool, foreign: bool, nullable: bool) -> SeedColumn {
+        SeedColumn {
+            name: name.into(),
+            ty,
+            primary,
+            foreign,
+            nullable,
+        }
+    }
+
+    #[test]
+    fn a_seeded_row_copies_no_value_of_a_person() {
+        let cols = [
+            col("ticket_id", PgType::Text, true, false, false),
+            col("learner_id", PgType::Int, false, true, true),
+            col("course_id", PgType::Int, false, true, false),
+            col("body", PgType::Text, false, false, true),
+            col("opened_on", PgType::Other, false, false, true),
+            col("amount", PgType::Other, false, false, false),
+        ];
+        let (vals, key) = seed_values(
+            "s",
+            "tickets",
+            &cols,
+            "learner_id",
+            "990000000",
+            7,
+            "lethe drill d-7",
+        )
+        .unwrap();
+        assert_eq!(key, Some(("ticket_id".into(), "drill-7".into())));
+        assert!(matches!(&vals[0], SeedValue::Text(t) if t == "drill-7"));
+        // The subject column gets the synthetic subject, though it is a foreign key too.
+        assert!(matches!(vals[1], SeedValue::Int(990000000)));
+        // Other foreign keys point at rows that exist: copied.
+        assert!(matches!(vals[2], SeedValue::Copy));
+        assert!(matches!(&vals[3], SeedValue::Text(t) if t == "lethe drill d-7 body"));
+        assert!(matches!(vals[4], SeedValue::Null));
+        // Not nullable and not text: the template's value (a count, an amount; not a person's).
+        assert!(matches!(vals[5], SeedValue::Copy));
+        // Without a single-column key there is no locator (the erasure removes the row).
+        let two = [
+            col("a", PgType::Int, true, false, false),
+            col("b", PgType::Int, true, false, false),
+            col("learner_id", PgType::Int, false, false, true),
+        ];
+        let (_, key) = seed_values("s", "t", &two, "learner_id", "1", 7, "x").unwrap();
+        assert_eq!(key, None);
+        let e = seed_values("s", "t", &two, "email", "1", 7, "x").unwrap_err();
+        assert!(
+            e.to_string().contains("no column `email` in table `t`"),
+            "{e}"
+        );
+        let e = seed_values("s", "t", &two, "learner_id", "not-a-number", 7, "x").unwrap_err();
+        assert!(e.to_string().contains("is an integer column"), "{e}");
+    }
 
     #[test]
     fn children_go_before_parents() {

@@ -43,6 +43,7 @@ fn opts() -> EraseOptions {
         min_age: Some(Duration::zero()),
         accept_incomplete: false,
         key_file: None,
+        day: None,
     }
 }
 

@@ -857,12 +857,14 @@ async fn the_drill_seeds_and_erases_every_store_and_fails_naming_a_store_without
     assert_eq!(stores_snapshot(&demo), before);
 }
 
-/// A legal hold over a store: the vendor keeps the learner (HELD with the basis, the manifest
-/// PARTLY_REFUSED) while everything else is erased; a hold naming a store stores.toml doesn't
-/// register is refused and changes nothing; after the hold ends the rerun deletes and probes
-/// the vendor and the request is certified again.
+/// A legal hold over a store and a table: the vendor and support.tickets keep the learner (HELD
+/// with the basis, and the search index rebuilt from support.tickets with them; the manifest
+/// PARTLY_REFUSED) while everything else is erased, the application database included; the
+/// nightly reload from that database keeps the held tickets; a hold naming a store stores.toml
+/// doesn't register is refused and changes nothing; after the hold ends the rerun deletes and
+/// probes what was held and the request is certified again.
 #[tokio::test(flavor = "multi_thread")]
-async fn a_hold_on_a_store_keeps_the_vendor_until_it_ends() {
+async fn a_hold_on_a_store_and_a_table_keeps_them_through_the_nightly_reload_until_it_ends() {
     let demo = Demo::with_stores(lethe_demo::platform::appdb::AppDb::Sqlite).await;
     let vendor = demo.vendor().await;
     let c = rusqlite::Connection::open(demo.dir.join("app/app.db")).unwrap();
@@ -891,6 +893,7 @@ async fn a_hold_on_a_store_keeps_the_vendor_until_it_ends() {
     );
     let hold = r#"[holds."vendor-audit"]
 requests = ["erasure-0001"]
+tables = ["support.tickets"]
 stores = ["helpdesk"]
 basis = "Regulator's audit of the helpdesk contract: its records are kept until the audit closes."
 decided_by = "legal team"
@@ -946,6 +949,13 @@ until = "2027-03-31"
         )
         .unwrap();
     assert_eq!(app, 0, "the application database is erased");
+    let tickets = "SELECT count(*) AS n FROM support.tickets WHERE learner_id = 3590";
+    let held_tickets = number(&demo, "dpo", tickets);
+    assert!(held_tickets > 0);
+    // The nightly reload replaces support.tickets from the application database, which no
+    // longer has the learner's tickets: the reload filtered by the register keeps the held ones.
+    demo.lethe_ok(&["demo", "reload", "--suppress"], 0);
+    assert_eq!(number(&demo, "dpo", tickets), held_tickets);
     demo.lethe_ok(&["demo", "rebuild-index"], 0);
     demo.lethe_ok(&["verify", "--request", "erasure-0001"], 0);
     let a: Value =
@@ -967,7 +977,26 @@ until = "2027-03-31"
         ),
         "{helpdesk}"
     );
-    assert_eq!(m["held"][0]["system"], "helpdesk");
+    let held: Vec<&str> = m["held"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["system"].as_str().unwrap())
+        .collect();
+    assert_eq!(held, ["support.tickets", "helpdesk", "support_search"]);
+    let search = m["systems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["system"] == "support_search")
+        .unwrap();
+    assert!(
+        search["state"]
+            .as_str()
+            .unwrap()
+            .contains("rebuilt from support.tickets, which this hold keeps"),
+        "{search}"
+    );
     assert!(
         m["refusal"]
             .as_str()
@@ -976,16 +1005,26 @@ until = "2027-03-31"
         "{m:#}"
     );
 
-    // The day after the hold ends, the rerun deletes and probes the vendor.
+    // The day after the hold ends, the rerun deletes and probes what was held.
     erase("2027-04-01", 0);
     assert!(!vendor.knows(&email));
+    assert_eq!(number(&demo, "dpo", tickets), 0);
+    demo.lethe_ok(&["demo", "rebuild-index"], 0);
+    demo.lethe_ok(&["verify", "--request", "erasure-0001"], 0);
     let a: Value =
         serde_json::from_str(&demo.lethe_ok(&["attest", "--request", "erasure-0001", "--json"], 0))
             .unwrap();
     check_schema(&a);
     let m = &a["manifest"];
     assert_eq!(m["status"], "COMPLETE", "{m:#}");
-    assert_eq!(m["held"][0]["released_on"], "2027-04-01");
+    assert!(
+        m["held"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|h| h["released_on"] == "2027-04-01"),
+        "{m:#}"
+    );
     let certs = m["certifications"].as_array().unwrap();
     assert_eq!(
         certs

@@ -1,22 +1,34 @@
-//! The catalog: which tables exist and where each one's current metadata file is.
+//! The catalog: which tables exist, their current metadata, and committing changes to them.
 //!
-//! [`Catalog`] is the seam for other catalogs (REST: Polaris, Lakekeeper, Nessie...). The
-//! embedded default, [`SqlCatalog`], keeps one SQLite file with the `iceberg_tables` /
-//! `iceberg_namespace_properties` schema that PyIceberg's `SqlCatalog` and Java's
-//! `JdbcCatalog` share (the "v1" schema with `iceberg_type`), so either can open what lethe
-//! writes and lethe can open what they write. A commit is a compare-and-swap of the
-//! `metadata_location` column, as both of them do.
+//! [`Catalog`] has three implementations. [`SqlCatalog`] is the Iceberg SQL catalog — the
+//! `iceberg_tables` / `iceberg_namespace_properties` schema that PyIceberg's `SqlCatalog` and
+//! Java's `JdbcCatalog` share (the "v1" schema with `iceberg_type`) — on SQLite (one file, the
+//! embedded default) or on PostgreSQL ([`postgres`]); either engine opens what lethe writes and
+//! lethe opens what they write. Its commit writes the new metadata file, then compare-and-swaps
+//! the `metadata_location` column, as both of them do. [`rest::RestCatalog`] speaks the Iceberg
+//! REST protocol: a commit is a POST of requirements and updates, and the server writes the
+//! metadata file.
+
+pub mod postgres;
+pub mod rest;
 
 use std::fmt::{self, Debug, Display};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use iceberg::spec::TableMetadataBuilder;
+use iceberg::{TableCreation, TableRequirement, TableUpdate};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+use secrecy::SecretString;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::store::FileStore;
+use crate::table::{
+    LoadedTable, metadata_version, new_metadata_location, read_metadata, serialize_metadata,
+};
 
 /// A table's name: its namespace levels and its own name (`crm.learners`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -77,7 +89,7 @@ impl From<TableName> for String {
     }
 }
 
-/// The result of a compare-and-swap of a table's metadata pointer.
+/// The result of a compare-and-swap of a table's metadata pointer (the SQL catalogs).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SwapOutcome {
     /// The pointer now names the new metadata file.
@@ -89,47 +101,99 @@ pub enum SwapOutcome {
     },
 }
 
+/// A change to commit: what must still hold of the table, and the updates to apply — the
+/// REST protocol's `requirements` + `updates`, which the SQL catalogs apply themselves.
+#[derive(Debug, Clone, Copy)]
+pub struct TableChange<'a> {
+    /// Checked against the table's current state; any failing one is a conflict.
+    pub requirements: &'a [TableRequirement],
+    /// Applied in order.
+    pub updates: &'a [TableUpdate],
+    /// Leave no older metadata file referenced (SQL: an empty metadata log; REST, whose server
+    /// keeps the log: the files it lists are deleted).
+    pub trim_metadata_log: bool,
+}
+
+/// How a commit ended.
+#[derive(Debug)]
+pub enum CommitOutcome {
+    /// The change landed; the table as it is now.
+    Committed(LoadedTable),
+    /// Certainly not applied: another writer changed the table first (a requirement failed,
+    /// REST 409). The caller reloads and plans again.
+    Conflict(String),
+    /// Maybe applied, maybe not (a timeout, a 5xx, a lost acknowledgement). The caller
+    /// reconciles by reloading and must not delete the files the commit wrote.
+    Unknown(String),
+}
+
 /// A catalog of Iceberg tables.
 ///
-/// An `Err` from [`Catalog::swap_location`] means the outcome is unknown: the caller must
-/// reconcile by reloading the pointer, and must not delete the files the commit wrote.
+/// A commit is catalog-level ([`Catalog::commit_table`]): the SQL catalogs write the new
+/// metadata file and compare-and-swap their pointer; the REST catalog POSTs requirements and
+/// updates and its server writes the metadata. An `Err` from `commit_table` means the change
+/// certainly did not land.
 #[async_trait]
 pub trait Catalog: Send + Sync + Debug {
     /// The catalog's name.
     fn name(&self) -> &str;
+    /// What it is, for messages and evidence (`sql catalog on sqlite /x/catalog.db`), never
+    /// with a credential.
+    fn describe(&self) -> String;
     /// Every namespace (dotted).
     async fn list_namespaces(&self) -> Result<Vec<String>>;
     /// Creates a namespace; an existing one is fine.
     async fn create_namespace(&self, namespace: &str) -> Result<()>;
     /// Every table, sorted.
     async fn list_tables(&self) -> Result<Vec<TableName>>;
-    /// The table's current metadata location, or None when the table doesn't exist.
-    async fn current_location(&self, table: &TableName) -> Result<Option<String>>;
-    /// Registers a new table at a metadata location; fails if it exists.
-    async fn register_table(&self, table: &TableName, location: &str) -> Result<()>;
-    /// Moves the pointer from `expected` to `new` if it still names `expected`.
-    async fn swap_location(
+    /// Whether the table exists.
+    async fn table_exists(&self, table: &TableName) -> Result<bool>;
+    /// Loads a table's current metadata ([`Error::NoSuchTable`] when it doesn't exist), and
+    /// hands the storage settings the catalog gives with it to `store`.
+    async fn load_table(&self, table: &TableName, store: &dyn FileStore) -> Result<LoadedTable>;
+    /// Whether the client chooses new tables' locations (SQL catalogs) or the catalog does
+    /// (REST, when `creation.location` is None).
+    fn client_places_tables(&self) -> bool;
+    /// Creates a table; fails if it exists.
+    async fn create_table(
         &self,
         table: &TableName,
-        expected: &str,
-        new: &str,
-    ) -> Result<SwapOutcome>;
+        creation: TableCreation,
+        store: &dyn FileStore,
+    ) -> Result<LoadedTable>;
+    /// Commits `change` to the table `base` was loaded from.
+    async fn commit_table(
+        &self,
+        base: &LoadedTable,
+        change: TableChange<'_>,
+        store: &dyn FileStore,
+    ) -> Result<CommitOutcome>;
     /// Removes a table from the catalog (files stay).
     async fn drop_table(&self, table: &TableName) -> Result<()>;
 }
 
-/// The embedded Iceberg SQL catalog on SQLite.
+/// Where a SQL catalog keeps its pointers.
+enum Backend {
+    Sqlite(Mutex<Connection>),
+    Postgres(postgres::Pg),
+}
+
+/// The Iceberg SQL catalog: the `iceberg_tables` / `iceberg_namespace_properties` schema that
+/// PyIceberg's `SqlCatalog` and Java's `JdbcCatalog` share, on SQLite (embedded, the default)
+/// or PostgreSQL. A commit writes the new metadata file and compare-and-swaps the
+/// `metadata_location` column.
 pub struct SqlCatalog {
     name: String,
-    path: PathBuf,
-    conn: Mutex<Connection>,
+    /// The database, for messages (a path, or `postgresql://user@host:port/db`: no password).
+    place: String,
+    backend: Backend,
 }
 
 impl Debug for SqlCatalog {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SqlCatalog")
             .field("name", &self.name)
-            .field("path", &self.path)
+            .field("place", &self.place)
             .finish()
     }
 }
@@ -153,7 +217,7 @@ CREATE TABLE IF NOT EXISTS iceberg_namespace_properties (
 );";
 
 impl SqlCatalog {
-    /// Opens (creating if needed) the catalog database at `path`.
+    /// Opens (creating if needed) the SQLite catalog database at `path`.
     pub fn open(name: &str, path: &Path) -> Result<SqlCatalog> {
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent)
@@ -163,18 +227,20 @@ impl SqlCatalog {
         conn.busy_timeout(Duration::from_secs(10))?;
         conn.execute_batch(CREATE_TABLES)?;
         // A catalog created by an older JdbcCatalog / PyIceberg (v0 schema) lacks iceberg_type.
-        let has_type = conn
-            .prepare("SELECT iceberg_type FROM iceberg_tables LIMIT 0")
-            .is_ok();
+        if !Self::has_type_column(&conn) {
+            tracing::warn!(
+                "catalog {} has the v0 schema (no iceberg_type column); lethe writes v0 rows",
+                path.display()
+            );
+        }
         Ok(SqlCatalog {
             name: name.to_string(),
-            path: path.to_path_buf(),
-            conn: Mutex::new(conn),
-        }
-        .with_type_column(has_type))
+            place: path.display().to_string(),
+            backend: Backend::Sqlite(Mutex::new(conn)),
+        })
     }
 
-    /// Opens an existing catalog database; errors when the file doesn't exist.
+    /// Opens an existing SQLite catalog database; errors when the file doesn't exist.
     pub fn open_existing(name: &str, path: &Path) -> Result<SqlCatalog> {
         if !path.exists() {
             return Err(Error::invalid(format!(
@@ -185,86 +251,78 @@ impl SqlCatalog {
         SqlCatalog::open(name, path)
     }
 
-    fn with_type_column(self, has_type: bool) -> Self {
-        if !has_type {
-            tracing::warn!(
-                "catalog {} has the v0 schema (no iceberg_type column); lethe writes v0 rows",
-                self.path.display()
-            );
-        }
-        self
+    /// Connects to a SQL catalog on PostgreSQL (`postgresql://user@host:port/db`; the
+    /// password, if any, given apart), creating its two tables if they don't exist.
+    pub async fn connect_postgres(
+        name: &str,
+        uri: &str,
+        password: Option<SecretString>,
+    ) -> Result<SqlCatalog> {
+        let (pg, place) = postgres::Pg::connect(uri, password, true).await?;
+        Ok(SqlCatalog {
+            name: name.to_string(),
+            place,
+            backend: Backend::Postgres(pg),
+        })
     }
 
-    fn conn(&self) -> Result<std::sync::MutexGuard<'_, Connection>> {
-        self.conn
-            .lock()
-            .map_err(|_| Error::Internal("catalog connection lock poisoned".into()))
+    /// Connects to an existing SQL catalog on PostgreSQL without changing it (an error when
+    /// the database has no `iceberg_tables`).
+    pub async fn connect_postgres_existing(
+        name: &str,
+        uri: &str,
+        password: Option<SecretString>,
+    ) -> Result<SqlCatalog> {
+        let (pg, place) = postgres::Pg::connect(uri, password, false).await?;
+        Ok(SqlCatalog {
+            name: name.to_string(),
+            place,
+            backend: Backend::Postgres(pg),
+        })
+    }
+
+    /// The catalog names the database holds, with their table counts.
+    pub async fn catalog_names(&self) -> Result<Vec<(String, usize)>> {
+        match &self.backend {
+            Backend::Postgres(pg) => pg.names().await,
+            Backend::Sqlite(_) => {
+                let conn = self.sqlite().expect("sqlite")?;
+                let mut stmt = conn.prepare(
+                    "SELECT catalog_name, count(*) FROM iceberg_tables GROUP BY catalog_name ORDER BY catalog_name",
+                )?;
+                let rows = stmt
+                    .query_map([], |r| {
+                        Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? as usize))
+                    })?
+                    .collect::<std::result::Result<Vec<_>, _>>()?;
+                Ok(rows)
+            }
+        }
+    }
+
+    fn sqlite(&self) -> Option<Result<std::sync::MutexGuard<'_, Connection>>> {
+        match &self.backend {
+            Backend::Sqlite(c) => Some(
+                c.lock()
+                    .map_err(|_| Error::Internal("catalog connection lock poisoned".into())),
+            ),
+            Backend::Postgres(_) => None,
+        }
     }
 
     fn has_type_column(conn: &Connection) -> bool {
         conn.prepare("SELECT iceberg_type FROM iceberg_tables LIMIT 0")
             .is_ok()
     }
-}
 
-#[async_trait]
-impl Catalog for SqlCatalog {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    async fn list_namespaces(&self) -> Result<Vec<String>> {
-        let conn = self.conn()?;
-        let mut stmt = conn.prepare(
-            "SELECT DISTINCT table_namespace FROM iceberg_tables WHERE catalog_name = ?1
-             UNION SELECT DISTINCT namespace FROM iceberg_namespace_properties WHERE catalog_name = ?1
-             ORDER BY 1",
-        )?;
-        let rows = stmt
-            .query_map(params![self.name], |r| r.get::<_, String>(0))?
-            .collect::<std::result::Result<Vec<_>, _>>()?;
-        Ok(rows)
-    }
-
-    async fn create_namespace(&self, namespace: &str) -> Result<()> {
-        let conn = self.conn()?;
-        conn.execute(
-            "INSERT OR IGNORE INTO iceberg_namespace_properties (catalog_name, namespace, property_key, property_value)
-             VALUES (?1, ?2, 'exists', 'true')",
-            params![self.name, namespace],
-        )?;
-        Ok(())
-    }
-
-    async fn list_tables(&self) -> Result<Vec<TableName>> {
-        let conn = self.conn()?;
-        let filter = if Self::has_type_column(&conn) {
-            "AND (iceberg_type = 'TABLE' OR iceberg_type IS NULL)"
-        } else {
-            ""
-        };
-        let mut stmt = conn.prepare(&format!(
-            "SELECT table_namespace, table_name FROM iceberg_tables WHERE catalog_name = ?1 {filter}
-             ORDER BY table_namespace, table_name"
-        ))?;
-        let rows = stmt
-            .query_map(params![self.name], |r| {
-                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
-            })?
-            .collect::<std::result::Result<Vec<_>, _>>()?;
-        let mut out: Vec<TableName> = rows
-            .into_iter()
-            .map(|(ns, name)| TableName {
-                namespace: ns.split('.').map(str::to_string).collect(),
-                name,
-            })
-            .collect();
-        out.sort();
-        Ok(out)
-    }
-
-    async fn current_location(&self, table: &TableName) -> Result<Option<String>> {
-        let conn = self.conn()?;
+    /// The table's current metadata location, or None when the table doesn't exist.
+    pub async fn current_location(&self, table: &TableName) -> Result<Option<String>> {
+        if let Backend::Postgres(pg) = &self.backend {
+            return pg
+                .current(&self.name, &table.namespace_str(), &table.name)
+                .await;
+        }
+        let conn = self.sqlite().expect("sqlite")?;
         let loc = conn
             .query_row(
                 "SELECT metadata_location FROM iceberg_tables
@@ -276,9 +334,18 @@ impl Catalog for SqlCatalog {
         Ok(loc.flatten())
     }
 
-    async fn register_table(&self, table: &TableName, location: &str) -> Result<()> {
-        let conn = self.conn()?;
+    /// Registers a new table at a metadata location; fails if it exists.
+    pub async fn register_table(&self, table: &TableName, location: &str) -> Result<()> {
         let ns = table.namespace_str();
+        if let Backend::Postgres(pg) = &self.backend {
+            pg.ensure_namespace(&self.name, &ns).await?;
+            return if pg.insert(&self.name, &ns, &table.name, location).await? {
+                Ok(())
+            } else {
+                Err(Error::invalid(format!("table `{table}` already exists")))
+            };
+        }
+        let conn = self.sqlite().expect("sqlite")?;
         conn.execute(
             "INSERT OR IGNORE INTO iceberg_namespace_properties (catalog_name, namespace, property_key, property_value)
              VALUES (?1, ?2, 'exists', 'true')",
@@ -302,18 +369,28 @@ impl Catalog for SqlCatalog {
         }
     }
 
-    async fn swap_location(
+    /// Moves the pointer from `expected` to `new` if it still names `expected`. An `Err`
+    /// means the outcome is unknown.
+    pub async fn swap_location(
         &self,
         table: &TableName,
         expected: &str,
         new: &str,
     ) -> Result<SwapOutcome> {
-        let conn = self.conn()?;
+        let ns = table.namespace_str();
+        if let Backend::Postgres(pg) = &self.backend {
+            if pg.swap(&self.name, &ns, &table.name, expected, new).await? == 1 {
+                return Ok(SwapOutcome::Swapped);
+            }
+            let current = pg.current(&self.name, &ns, &table.name).await?;
+            return Ok(SwapOutcome::Conflict { current });
+        }
+        let conn = self.sqlite().expect("sqlite")?;
         let swap = |conn: &Connection| -> Result<usize> {
             Ok(conn.execute(
                 "UPDATE iceberg_tables SET metadata_location = ?1, previous_metadata_location = ?2
                  WHERE catalog_name = ?3 AND table_namespace = ?4 AND table_name = ?5 AND metadata_location = ?2",
-                params![new, expected, self.name, table.namespace_str(), table.name],
+                params![new, expected, self.name, ns, table.name],
             )?)
         };
         // Tests simulate a commit whose acknowledgement is lost: the swap happens, the caller
@@ -334,24 +411,249 @@ impl Catalog for SqlCatalog {
             .query_row(
                 "SELECT metadata_location FROM iceberg_tables
                  WHERE catalog_name = ?1 AND table_namespace = ?2 AND table_name = ?3",
-                params![self.name, table.namespace_str(), table.name],
+                params![self.name, ns, table.name],
                 |r| r.get::<_, Option<String>>(0),
             )
             .optional()?
             .flatten();
         Ok(SwapOutcome::Conflict { current })
     }
+}
+
+#[async_trait]
+impl Catalog for SqlCatalog {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn describe(&self) -> String {
+        match &self.backend {
+            Backend::Sqlite(_) => format!("sql catalog `{}` on sqlite {}", self.name, self.place),
+            Backend::Postgres(_) => {
+                format!("sql catalog `{}` on postgresql {}", self.name, self.place)
+            }
+        }
+    }
+
+    async fn list_namespaces(&self) -> Result<Vec<String>> {
+        if let Backend::Postgres(pg) = &self.backend {
+            return pg.namespaces(&self.name).await;
+        }
+        let conn = self.sqlite().expect("sqlite")?;
+        let mut stmt = conn.prepare(
+            "SELECT DISTINCT table_namespace FROM iceberg_tables WHERE catalog_name = ?1
+             UNION SELECT DISTINCT namespace FROM iceberg_namespace_properties WHERE catalog_name = ?1
+             ORDER BY 1",
+        )?;
+        let rows = stmt
+            .query_map(params![self.name], |r| r.get::<_, String>(0))?
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        Ok(rows)
+    }
+
+    async fn create_namespace(&self, namespace: &str) -> Result<()> {
+        if let Backend::Postgres(pg) = &self.backend {
+            return pg.ensure_namespace(&self.name, namespace).await;
+        }
+        let conn = self.sqlite().expect("sqlite")?;
+        conn.execute(
+            "INSERT OR IGNORE INTO iceberg_namespace_properties (catalog_name, namespace, property_key, property_value)
+             VALUES (?1, ?2, 'exists', 'true')",
+            params![self.name, namespace],
+        )?;
+        Ok(())
+    }
+
+    async fn list_tables(&self) -> Result<Vec<TableName>> {
+        let rows = if let Backend::Postgres(pg) = &self.backend {
+            pg.tables(&self.name).await?
+        } else {
+            let conn = self.sqlite().expect("sqlite")?;
+            let filter = if Self::has_type_column(&conn) {
+                "AND (iceberg_type = 'TABLE' OR iceberg_type IS NULL)"
+            } else {
+                ""
+            };
+            let mut stmt = conn.prepare(&format!(
+                "SELECT table_namespace, table_name FROM iceberg_tables WHERE catalog_name = ?1 {filter}
+                 ORDER BY table_namespace, table_name"
+            ))?;
+            stmt.query_map(params![self.name], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+            })?
+            .collect::<std::result::Result<Vec<_>, _>>()?
+        };
+        let mut out: Vec<TableName> = rows
+            .into_iter()
+            .map(|(ns, name)| TableName {
+                namespace: ns.split('.').map(str::to_string).collect(),
+                name,
+            })
+            .collect();
+        out.sort();
+        Ok(out)
+    }
+
+    async fn table_exists(&self, table: &TableName) -> Result<bool> {
+        Ok(self.current_location(table).await?.is_some())
+    }
+
+    async fn load_table(&self, table: &TableName, store: &dyn FileStore) -> Result<LoadedTable> {
+        let location = self
+            .current_location(table)
+            .await?
+            .ok_or_else(|| Error::NoSuchTable(table.to_string()))?;
+        read_metadata(store, table, &location)
+    }
+
+    fn client_places_tables(&self) -> bool {
+        true
+    }
+
+    async fn create_table(
+        &self,
+        table: &TableName,
+        creation: TableCreation,
+        store: &dyn FileStore,
+    ) -> Result<LoadedTable> {
+        if self.current_location(table).await?.is_some() {
+            return Err(Error::invalid(format!("table `{table}` already exists")));
+        }
+        let location = creation.location.clone().ok_or_else(|| {
+            Error::Internal(format!(
+                "{table}: a SQL catalog's new table needs a location"
+            ))
+        })?;
+        let built = TableMetadataBuilder::from_table_creation(creation)?.build()?;
+        let metadata_location = new_metadata_location(&location, 0);
+        let bytes = serialize_metadata(&built.metadata)?;
+        store.write_new(&metadata_location, &bytes)?;
+        self.create_namespace(&table.namespace_str()).await?;
+        if let Err(e) = self.register_table(table, &metadata_location).await {
+            let _ = store.delete(&metadata_location);
+            return Err(e);
+        }
+        Ok(LoadedTable {
+            name: table.clone(),
+            metadata_location,
+            metadata: std::sync::Arc::new(built.metadata),
+        })
+    }
+
+    async fn commit_table(
+        &self,
+        base: &LoadedTable,
+        change: TableChange<'_>,
+        store: &dyn FileStore,
+    ) -> Result<CommitOutcome> {
+        let name = &base.name;
+        let built = apply_change(base, change)?;
+        let version = metadata_version(&base.metadata_location).map_or(1, |v| v + 1);
+        let new_location = new_metadata_location(base.location(), version);
+        let bytes = serialize_metadata(&built.metadata)?;
+        store.write_new(&new_location, &bytes)?;
+        match self
+            .swap_location(name, &base.metadata_location, &new_location)
+            .await
+        {
+            Ok(SwapOutcome::Swapped) => {
+                remove_expired_metadata(store, &built.metadata, &built.expired_metadata_logs);
+                Ok(CommitOutcome::Committed(LoadedTable {
+                    name: name.clone(),
+                    metadata_location: new_location,
+                    metadata: std::sync::Arc::new(built.metadata),
+                }))
+            }
+            Ok(SwapOutcome::Conflict { current }) => {
+                // Certainly not committed: the metadata file this attempt wrote is nobody's.
+                if let Err(e) = store.delete(&new_location) {
+                    tracing::warn!("{name}: could not remove {new_location}: {e}");
+                }
+                match current {
+                    None => Err(Error::NoSuchTable(name.to_string())),
+                    Some(c) => Ok(CommitOutcome::Conflict(format!(
+                        "another writer moved the metadata pointer (now {c})"
+                    ))),
+                }
+            }
+            Err(e) => Ok(CommitOutcome::Unknown(format!(
+                "the catalog failed during the pointer swap: {e}"
+            ))),
+        }
+    }
 
     async fn drop_table(&self, table: &TableName) -> Result<()> {
-        let conn = self.conn()?;
-        let n = conn.execute(
-            "DELETE FROM iceberg_tables WHERE catalog_name = ?1 AND table_namespace = ?2 AND table_name = ?3",
-            params![self.name, table.namespace_str(), table.name],
-        )?;
+        let n = if let Backend::Postgres(pg) = &self.backend {
+            pg.delete(&self.name, &table.namespace_str(), &table.name)
+                .await?
+        } else {
+            let conn = self.sqlite().expect("sqlite")?;
+            conn.execute(
+                "DELETE FROM iceberg_tables WHERE catalog_name = ?1 AND table_namespace = ?2 AND table_name = ?3",
+                params![self.name, table.namespace_str(), table.name],
+            )?
+        };
         if n == 0 {
             return Err(Error::NoSuchTable(table.to_string()));
         }
         Ok(())
+    }
+}
+
+/// Applies a change to `base`'s metadata (what a SQL catalog commits, and what the REST
+/// server does on its side): requirements checked, updates applied in order.
+pub fn apply_change(
+    base: &LoadedTable,
+    change: TableChange<'_>,
+) -> Result<iceberg::spec::TableMetadataBuildResult> {
+    for r in change.requirements {
+        r.check(Some(&base.metadata)).map_err(|e| {
+            Error::Internal(format!(
+                "{}: a requirement failed on the table it was planned on: {e}",
+                base.name
+            ))
+        })?;
+    }
+    let mut builder = TableMetadataBuilder::new_from_metadata(
+        (*base.metadata).clone(),
+        Some(base.metadata_location.clone()),
+    );
+    for u in change.updates.iter().cloned() {
+        builder = u.apply(builder)?;
+    }
+    let mut built = builder.build()?;
+    if change.trim_metadata_log {
+        // TableMetadata has no public setter for its log: edit its JSON form.
+        let mut json = serde_json::to_value(&built.metadata)?;
+        if let Some(obj) = json.as_object_mut() {
+            obj.insert("metadata-log".into(), serde_json::Value::Array(Vec::new()));
+        }
+        built.metadata = serde_json::from_value(json)?;
+    }
+    Ok(built)
+}
+
+/// With `write.metadata.delete-after-commit.enabled`, removes metadata files that fell out of
+/// the metadata log (at most `write.metadata.previous-versions-max` are kept, default 100).
+fn remove_expired_metadata(
+    store: &dyn FileStore,
+    metadata: &iceberg::spec::TableMetadata,
+    expired: &[iceberg::spec::MetadataLog],
+) {
+    let enabled = metadata
+        .properties()
+        .get("write.metadata.delete-after-commit.enabled")
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    if !enabled {
+        return;
+    }
+    for log in expired {
+        if let Err(e) = store.delete(&log.metadata_file) {
+            tracing::warn!(
+                "could not remove old metadata file {}: {e}",
+                log.metadata_file
+            );
+        }
     }
 }
 

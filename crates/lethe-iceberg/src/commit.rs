@@ -2,27 +2,27 @@
 //!
 //! An action plans against the table as loaded and returns updates plus requirements
 //! ([`ActionCommit`], the shape of iceberg-rust's `ActionCommit`). [`commit`] checks the
-//! requirements, writes the new metadata file and compare-and-swaps the catalog pointer. When
-//! another writer moved the pointer first, the table is reloaded and the action planned again
+//! requirements and hands them with the updates to the catalog ([`crate::catalog::Catalog`]:
+//! the SQL catalogs write the new metadata file and compare-and-swap their pointer, the REST
+//! catalog POSTs them and its server writes the metadata). When another writer changed the
+//! table first (a lost swap, REST 409), the table is reloaded and the action planned again
 //! against the new state — never committed blindly — with exponential backoff, up to
 //! `commit.retry.num-retries` (default 4, as Iceberg Java; `commit.retry.min-wait-ms` 100,
 //! `commit.retry.max-wait-ms` 60000, `commit.retry.total-timeout-ms` 1800000).
 //!
 //! Files written by an attempt that certainly failed are deleted. When the outcome is unknown
-//! (the catalog errored during the swap), nothing is deleted: the pointer is reloaded, and if it
-//! names the new metadata the commit succeeded; otherwise the files are left for the sweep.
+//! (the catalog errored during the swap, a 5xx, a timeout), nothing is deleted: the table is
+//! reloaded, and if it shows the change the commit succeeded; otherwise the files are left
+//! for the sweep and the action is planned again.
 
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use iceberg::spec::TableMetadataBuilder;
 use iceberg::{TableRequirement, TableUpdate};
 
-use crate::catalog::{SwapOutcome, TableName};
+use crate::catalog::{CommitOutcome, TableChange, TableName};
 use crate::error::{Error, Result};
-use crate::table::{
-    LoadedTable, Warehouse, metadata_version, new_metadata_location, serialize_metadata,
-};
+use crate::table::{LoadedTable, Warehouse};
 
 /// What an action wants committed.
 #[derive(Debug, Clone, Default)]
@@ -105,41 +105,71 @@ impl RetryPolicy {
     }
 }
 
-/// Applies `commit` to `table`'s metadata and returns the new metadata and the metadata files
-/// that fell out of the metadata log.
-fn apply(
-    table: &LoadedTable,
-    commit: &ActionCommit,
-) -> Result<iceberg::spec::TableMetadataBuildResult> {
-    for r in &commit.requirements {
-        r.check(Some(&table.metadata)).map_err(|e| {
-            Error::Internal(format!(
-                "{}: a requirement failed on the table it was planned on: {e}",
-                table.name
-            ))
-        })?;
+/// Whether `table` (reloaded after an unknown outcome) shows `planned` applied. A commit that
+/// adds a snapshot landed when that snapshot (its id is random) is in the table; otherwise
+/// every update must be visible: properties set or removed, snapshots and refs removed, refs
+/// pointing where the commit pointed them.
+fn reflects(planned: &ActionCommit, table: &LoadedTable) -> bool {
+    let meta = &table.metadata;
+    if let Some(id) = planned.snapshot_id {
+        return meta.snapshot_by_id(id).is_some();
     }
-    let mut builder = TableMetadataBuilder::new_from_metadata(
-        (*table.metadata).clone(),
-        Some(table.metadata_location.clone()),
-    );
-    for u in commit.updates.iter().cloned() {
-        builder = u.apply(builder)?;
-    }
-    let mut built = builder.build()?;
-    if commit.trim_metadata_log {
-        // TableMetadata has no public setter for its log: edit its JSON form.
-        let mut json = serde_json::to_value(&built.metadata)?;
-        if let Some(obj) = json.as_object_mut() {
-            obj.insert("metadata-log".into(), serde_json::Value::Array(Vec::new()));
+    let mut seen_any = false;
+    for u in &planned.updates {
+        seen_any = true;
+        let ok = match u {
+            TableUpdate::AddSnapshot { snapshot } => {
+                meta.snapshot_by_id(snapshot.snapshot_id()).is_some()
+            }
+            TableUpdate::SetSnapshotRef {
+                ref_name,
+                reference,
+            } => meta
+                .snapshot_for_ref(ref_name)
+                .is_some_and(|s| s.snapshot_id() == reference.snapshot_id),
+            TableUpdate::RemoveSnapshots { snapshot_ids } => snapshot_ids
+                .iter()
+                .all(|id| meta.snapshot_by_id(*id).is_none()),
+            TableUpdate::RemoveSnapshotRef { ref_name } => {
+                meta.snapshot_for_ref(ref_name).is_none()
+            }
+            TableUpdate::SetProperties { updates } => updates
+                .iter()
+                .all(|(k, v)| meta.properties().get(k) == Some(v)),
+            TableUpdate::RemoveProperties { removals } => {
+                removals.iter().all(|k| !meta.properties().contains_key(k))
+            }
+            TableUpdate::AddSchema { schema } => meta
+                .schemas_iter()
+                .any(|s| s.as_struct() == schema.as_struct()),
+            TableUpdate::RemoveStatistics { snapshot_id } => {
+                meta.statistics_for_snapshot(*snapshot_id).is_none()
+            }
+            TableUpdate::RemovePartitionStatistics { snapshot_id } => meta
+                .partition_statistics_for_snapshot(*snapshot_id)
+                .is_none(),
+            // Updates lethe doesn't use to decide (set-current-schema follows add-schema).
+            _ => true,
+        };
+        if !ok {
+            return false;
         }
-        built.metadata = serde_json::from_value(json)?;
     }
-    Ok(built)
+    if !seen_any && planned.trim_metadata_log {
+        return meta.metadata_log().is_empty();
+    }
+    true
 }
 
 /// Commits `action` to table `name`, retrying on conflicts. Returns `None` when the action
 /// found nothing to do (and nothing was committed).
+///
+/// The commit itself is the catalog's ([`crate::catalog::Catalog::commit_table`]): a SQL
+/// catalog writes the metadata file and swaps its pointer, a REST catalog POSTs the
+/// requirements and updates. Failpoints `catalog-commit-unknown-before/TABLE` (the catalog
+/// never sees the commit but the client can't tell: a 503, a timeout before the server acted)
+/// and `catalog-commit-unknown-after/TABLE` (it landed but the answer was lost) let tests
+/// drive the unknown-outcome path on every catalog.
 pub async fn commit(
     wh: &Warehouse,
     name: &TableName,
@@ -161,57 +191,54 @@ pub async fn commit(
                 }
             }
         };
-        let built = match apply(&table, &planned) {
-            Ok(b) => b,
-            Err(e) => {
-                cleanup(&planned.written);
-                return Err(e);
+        let change = TableChange {
+            requirements: &planned.requirements,
+            updates: &planned.updates,
+            trim_metadata_log: planned.trim_metadata_log,
+        };
+        let outcome = match injected_unknown(name, "before") {
+            Some(o) => Ok(o),
+            None => {
+                wh.catalog
+                    .commit_table(&table, change, wh.store.as_ref())
+                    .await
             }
         };
-        let version = metadata_version(&table.metadata_location).map_or(1, |v| v + 1);
-        let new_location = new_metadata_location(table.location(), version);
-        let bytes = serialize_metadata(&built.metadata)?;
-        if let Err(e) = wh.store.write_new(&new_location, &bytes) {
-            cleanup(&planned.written);
-            return Err(e);
-        }
-        match wh
-            .catalog
-            .swap_location(name, &table.metadata_location, &new_location)
-            .await
-        {
-            Ok(SwapOutcome::Swapped) => {
-                remove_expired_metadata(wh, &built.metadata, &built.expired_metadata_logs);
+        let outcome = match outcome {
+            Ok(CommitOutcome::Committed(t)) => match injected_unknown(name, "after") {
+                Some(o) => o,
+                None => CommitOutcome::Committed(t),
+            },
+            other => match other {
+                Ok(o) => o,
+                Err(e) => {
+                    // Certainly not applied: what this attempt wrote is nobody's.
+                    cleanup(&planned.written);
+                    return Err(e);
+                }
+            },
+        };
+        match outcome {
+            CommitOutcome::Committed(t) => {
                 return Ok(Some(Committed {
-                    table: LoadedTable {
-                        name: name.clone(),
-                        metadata_location: new_location,
-                        metadata: std::sync::Arc::new(built.metadata),
-                    },
+                    table: t,
                     snapshot_id: planned.snapshot_id,
                     attempts: attempt,
                 }));
             }
-            Ok(SwapOutcome::Conflict { current }) => {
+            CommitOutcome::Conflict(reason) => {
                 tracing::info!(
-                    "{name}: commit attempt {attempt} lost the race (pointer now {}); replanning",
-                    current.as_deref().unwrap_or("gone")
+                    "{name}: commit attempt {attempt} lost the race ({reason}); replanning"
                 );
-                let mut files = planned.written.clone();
-                files.push(new_location);
-                cleanup(&files);
-                if current.is_none() {
-                    return Err(Error::NoSuchTable(name.to_string()));
-                }
+                cleanup(&planned.written);
             }
-            Err(e) => {
+            CommitOutcome::Unknown(reason) => {
                 // The outcome is unknown: reconcile by reloading, never delete what we wrote.
-                tracing::warn!("{name}: the catalog failed during the commit ({e}); reconciling");
-                match wh.catalog.current_location(name).await {
-                    Ok(Some(loc)) if loc == new_location => {
-                        let table = wh.load_at(name, &loc)?;
+                tracing::warn!("{name}: the commit's outcome is unknown ({reason}); reconciling");
+                match wh.load(name).await {
+                    Ok(t) if reflects(&planned, &t) => {
                         return Ok(Some(Committed {
-                            table,
+                            table: t,
                             snapshot_id: planned.snapshot_id,
                             attempts: attempt,
                         }));
@@ -226,7 +253,7 @@ pub async fn commit(
                             table: name.to_string(),
                             attempts: attempt,
                             reason: format!(
-                                "the outcome is unknown ({e}) and reloading failed ({reload}); nothing was deleted, run again to reconcile"
+                                "the outcome is unknown ({reason}) and reloading failed ({reload}); nothing was deleted, run again to reconcile"
                             ),
                         });
                     }
@@ -237,35 +264,26 @@ pub async fn commit(
             return Err(Error::CommitConflict {
                 table: name.to_string(),
                 attempts: attempt,
-                reason: "other writers kept changing the table".into(),
+                reason: "other writers kept changing the table, or the catalog kept failing".into(),
             });
         }
         tokio::time::sleep(policy.wait(attempt - 1)).await;
     }
 }
 
-/// With `write.metadata.delete-after-commit.enabled`, removes metadata files that fell out of
-/// the metadata log (at most `write.metadata.previous-versions-max` are kept, default 100).
-fn remove_expired_metadata(
-    wh: &Warehouse,
-    metadata: &iceberg::spec::TableMetadata,
-    expired: &[iceberg::spec::MetadataLog],
-) {
-    let enabled = metadata
-        .properties()
-        .get("write.metadata.delete-after-commit.enabled")
-        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
-    if !enabled {
-        return;
-    }
-    for log in expired {
-        if let Err(e) = wh.store.delete(&log.metadata_file) {
-            tracing::warn!(
-                "could not remove old metadata file {}: {e}",
-                log.metadata_file
-            );
+/// The failpoints of the unknown-outcome path (see [`commit`]).
+fn injected_unknown(name: &TableName, when: &str) -> Option<CommitOutcome> {
+    #[cfg(feature = "failpoints")]
+    {
+        let fired = fail::eval(&format!("catalog-commit-unknown-{when}/{name}"), |_| ()).is_some();
+        if fired {
+            return Some(CommitOutcome::Unknown(format!(
+                "injected: the catalog's answer was lost ({when} it acted)"
+            )));
         }
     }
+    let _ = (name, when);
+    None
 }
 
 /// An action that sets and removes table properties.

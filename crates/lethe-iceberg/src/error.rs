@@ -47,6 +47,12 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// Object storage failed; the message names the operation and the location.
+    #[error("object storage: {0}")]
+    Storage(String),
+    /// A catalog service (REST, PostgreSQL) failed or refused; the message names which and why.
+    #[error("catalog: {0}")]
+    CatalogService(String),
     /// The catalog database failed.
     #[error("catalog: {0}")]
     Catalog(#[from] rusqlite::Error),

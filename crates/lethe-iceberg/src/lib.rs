@@ -22,6 +22,7 @@ pub mod deletes;
 pub mod deletion_vector;
 pub mod error;
 pub mod inspect;
+pub mod io;
 pub mod lineage;
 pub mod metrics;
 pub mod nested;

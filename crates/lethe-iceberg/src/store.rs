@@ -1,13 +1,24 @@
-//! The file store: where table files live, behind a trait so that object storage can arrive as a
+//! The file store: where table files live, behind a trait so that object storage arrives as a
 //! new implementation.
 //!
 //! Locations are URIs as Iceberg metadata holds them. [`LocalStore`] accepts `file:/x`,
 //! `file:///x` and `/x` for the same file and normalises them before comparing (the sweep relies
-//! on this); any other form is refused, never guessed.
+//! on this); [`s3::S3Store`] accepts `s3://`, `s3a://` and `s3n://` in its own bucket. Any
+//! other form is refused, never guessed: a location that can't be matched is never deleted.
+//!
+//! Listings stream ([`Listing`]): the sweep and the proof scan walk millions of objects without
+//! holding them. A versioned bucket's noncurrent versions and delete markers are listed by
+//! [`FileStore::list_versions`], read by [`FileStore::open_version`] and removed by
+//! [`FileStore::delete_version`].
+
+pub mod iceberg_io;
+pub mod s3;
 
 use std::fmt::Debug;
-use std::io::Write;
+use std::io::{Read, Write};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use bytes::Bytes;
@@ -28,11 +39,97 @@ pub struct StoredFile {
     pub modified: DateTime<Utc>,
 }
 
+/// A version of an object in a versioned bucket: a noncurrent version still holds the bytes an
+/// overwrite or delete replaced; a delete marker holds nothing but hides the object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredVersion {
+    /// The object's location, in the store's canonical form.
+    pub location: String,
+    /// The version id the store gave it (`null` for an object written while versioning was off).
+    pub version: String,
+    /// Whether it is the object's current version (or the marker hiding it).
+    pub current: bool,
+    /// Whether it is a delete marker.
+    pub delete_marker: bool,
+    /// Size in bytes (0 for a delete marker).
+    pub size: u64,
+    /// When it was written.
+    pub modified: DateTime<Utc>,
+}
+
+/// A streamed listing: items arrive page by page, errors in place.
+pub type Listing<'a, T> = Box<dyn Iterator<Item = Result<T>> + Send + 'a>;
+
+/// What a store physically is, for the attestation's statement of what a delete means there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreKind {
+    /// A local file system: a delete unlinks the file; the medium is not sanitised.
+    Local,
+    /// Object storage: a delete removes the object (or, with versioning, hides it behind a
+    /// delete marker); the service reclaims the space on its own schedule.
+    Object {
+        /// What and where, without credentials (`s3 bucket lethe at http://127.0.0.1:8333`).
+        description: String,
+    },
+}
+
 /// A writer that must be finished to make the file visible.
 pub trait FileSink: Write + Send {
     /// Flushes and makes the file durable; returns the bytes written. Nothing may be written
     /// after it.
     fn finish(&mut self) -> Result<u64>;
+}
+
+/// Ranged reads of a remote object, for [`StoredReader::Remote`].
+pub trait RangeRead: Send + Sync + Debug {
+    /// The bytes in `range` (which lies inside the object).
+    fn read_range(&self, range: Range<u64>) -> std::io::Result<Bytes>;
+}
+
+/// A remote object read by ranges: Parquet footers and pages are fetched as needed.
+#[derive(Debug, Clone)]
+pub struct RemoteReader {
+    len: u64,
+    source: Arc<dyn RangeRead>,
+}
+
+impl RemoteReader {
+    /// A reader of an object of `len` bytes.
+    pub fn new(len: u64, source: Arc<dyn RangeRead>) -> Self {
+        RemoteReader { len, source }
+    }
+}
+
+/// Bytes fetched per request when a remote object is read sequentially.
+const SEQUENTIAL_CHUNK: u64 = 8 << 20;
+
+struct SequentialRead {
+    reader: RemoteReader,
+    pos: u64,
+    buf: Bytes,
+}
+
+impl Read for SequentialRead {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        if self.buf.is_empty() {
+            if self.pos >= self.reader.len {
+                return Ok(0);
+            }
+            let end = (self.pos + SEQUENTIAL_CHUNK).min(self.reader.len);
+            self.buf = self.reader.source.read_range(self.pos..end)?;
+            if self.buf.is_empty() {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "the object ended before its listed size",
+                ));
+            }
+            self.pos += self.buf.len() as u64;
+        }
+        let n = out.len().min(self.buf.len());
+        out[..n].copy_from_slice(&self.buf[..n]);
+        let _ = self.buf.split_to(n);
+        Ok(n)
+    }
 }
 
 /// Random-access reading of a stored file (for Parquet).
@@ -42,6 +139,8 @@ pub enum StoredReader {
     File(std::fs::File),
     /// An in-memory copy.
     Bytes(Bytes),
+    /// A remote object, read by ranges.
+    Remote(RemoteReader),
 }
 
 impl Length for StoredReader {
@@ -49,6 +148,7 @@ impl Length for StoredReader {
         match self {
             StoredReader::File(f) => f.len(),
             StoredReader::Bytes(b) => Length::len(b),
+            StoredReader::Remote(r) => r.len,
         }
     }
 }
@@ -60,6 +160,11 @@ impl ChunkReader for StoredReader {
         match self {
             StoredReader::File(f) => Ok(Box::new(f.get_read(start)?)),
             StoredReader::Bytes(b) => Ok(Box::new(b.get_read(start)?)),
+            StoredReader::Remote(r) => Ok(Box::new(SequentialRead {
+                reader: r.clone(),
+                pos: start.min(r.len),
+                buf: Bytes::new(),
+            })),
         }
     }
 
@@ -67,35 +172,99 @@ impl ChunkReader for StoredReader {
         match self {
             StoredReader::File(f) => f.get_bytes(start, length),
             StoredReader::Bytes(b) => b.get_bytes(start, length),
+            StoredReader::Remote(r) => {
+                let end = start.saturating_add(length as u64);
+                if end > r.len {
+                    return Err(parquet::errors::ParquetError::EOF(format!(
+                        "range {start}..{end} is past the object's {} bytes",
+                        r.len
+                    )));
+                }
+                r.source
+                    .read_range(start..end)
+                    .map_err(|e| parquet::errors::ParquetError::External(Box::new(e)))
+            }
         }
     }
 }
 
 /// Where table files live.
 pub trait FileStore: Send + Sync + Debug {
-    /// The Iceberg `FileIO` for this store (used by the iceberg crate's readers).
+    /// The Iceberg `FileIO` for this store (used by the iceberg crate's readers), over the same
+    /// I/O library as the store's own methods.
     fn file_io(&self) -> &FileIO;
+    /// What the store physically is.
+    fn kind(&self) -> StoreKind;
     /// The canonical form of a location, for comparison. Errors when the form can't be matched
     /// to this store (a different scheme or authority): callers that delete must then refuse.
     fn normalize(&self, location: &str) -> Result<String>;
-    /// The canonical location for a local path.
-    fn location_of(&self, path: &Path) -> String;
     /// The local path of a location, when the store is local.
     fn local_path(&self, location: &str) -> Result<PathBuf>;
-    /// Every file under a prefix (recursively), in canonical form.
-    fn list(&self, prefix: &str) -> Result<Vec<StoredFile>>;
+    /// Every file under a prefix (recursively), in canonical form, streamed.
+    fn list(&self, prefix: &str) -> Result<Listing<'_, StoredFile>>;
+    /// Every version under a prefix — current, noncurrent and delete markers — streamed. A
+    /// store without versions lists nothing.
+    fn list_versions(&self, prefix: &str) -> Result<Listing<'_, StoredVersion>> {
+        let _ = prefix;
+        Ok(Box::new(std::iter::empty()))
+    }
     /// Reads a whole file.
     fn read(&self, location: &str) -> Result<Bytes>;
     /// Opens a file for random access.
     fn open(&self, location: &str) -> Result<StoredReader>;
+    /// Opens one version of an object (see [`FileStore::list_versions`]).
+    fn open_version(&self, location: &str, version: &str) -> Result<StoredReader> {
+        let _ = version;
+        Err(Error::invalid(format!(
+            "{location}: this store keeps no versions"
+        )))
+    }
     /// Writes a whole file (creating folders); fails if it already exists.
     fn write_new(&self, location: &str, bytes: &[u8]) -> Result<()>;
     /// Creates a file to stream into (creating folders); fails if it already exists.
     fn create(&self, location: &str) -> Result<Box<dyn FileSink>>;
-    /// Deletes a file; a file already gone is not an error.
+    /// Deletes a file; a file already gone is not an error. In a versioned bucket this leaves
+    /// the bytes in a noncurrent version.
     fn delete(&self, location: &str) -> Result<()>;
+    /// Deletes one version of an object for good (a noncurrent version or a delete marker).
+    fn delete_version(&self, location: &str, version: &str) -> Result<()> {
+        let _ = version;
+        Err(Error::invalid(format!(
+            "{location}: this store keeps no versions"
+        )))
+    }
     /// Whether a file exists.
     fn exists(&self, location: &str) -> Result<bool>;
+    /// Takes the storage settings a catalog returned with a table (`loadTable`'s `config`:
+    /// vended credentials, endpoint) for the files under `table_location`. Stores that need
+    /// none ignore them.
+    fn use_table_config(&self, table_location: &str, config: &TableConfig) -> Result<()> {
+        let _ = (table_location, config);
+        Ok(())
+    }
+}
+
+/// Storage settings a catalog returns with a table (the REST `loadTable` result's `config`,
+/// and its `storage-credentials`). Values may be credentials: `Debug` shows only the keys.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct TableConfig {
+    /// Settings that apply to the whole table.
+    pub config: std::collections::BTreeMap<String, String>,
+    /// Credentials for location prefixes (`storage-credentials`): the longest matching prefix
+    /// wins over `config`.
+    pub credentials: Vec<(String, std::collections::BTreeMap<String, String>)>,
+}
+
+impl Debug for TableConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TableConfig")
+            .field("config_keys", &self.config.keys().collect::<Vec<_>>())
+            .field(
+                "credential_prefixes",
+                &self.credentials.iter().map(|(p, _)| p).collect::<Vec<_>>(),
+            )
+            .finish()
+    }
 }
 
 /// Files on the local file system, written as `file:///absolute/path` locations.
@@ -116,6 +285,11 @@ impl LocalStore {
         LocalStore {
             file_io: FileIO::new_with_fs(),
         }
+    }
+
+    /// The canonical location for a local path.
+    pub fn location_of(&self, path: &Path) -> String {
+        format!("file://{}", path.display())
     }
 }
 
@@ -193,23 +367,23 @@ impl FileStore for LocalStore {
         &self.file_io
     }
 
-    fn normalize(&self, location: &str) -> Result<String> {
-        Ok(self.location_of(&normalize_local(location)?))
+    fn kind(&self) -> StoreKind {
+        StoreKind::Local
     }
 
-    fn location_of(&self, path: &Path) -> String {
-        format!("file://{}", path.display())
+    fn normalize(&self, location: &str) -> Result<String> {
+        Ok(self.location_of(&normalize_local(location)?))
     }
 
     fn local_path(&self, location: &str) -> Result<PathBuf> {
         normalize_local(location)
     }
 
-    fn list(&self, prefix: &str) -> Result<Vec<StoredFile>> {
+    fn list(&self, prefix: &str) -> Result<Listing<'_, StoredFile>> {
         let root = normalize_local(prefix)?;
         let mut out = Vec::new();
         if !root.exists() {
-            return Ok(out);
+            return Ok(Box::new(out.into_iter().map(Ok)));
         }
         let mut stack = vec![root];
         while let Some(dir) = stack.pop() {
@@ -234,7 +408,7 @@ impl FileStore for LocalStore {
             }
         }
         out.sort_by(|a, b| a.location.cmp(&b.location));
-        Ok(out)
+        Ok(Box::new(out.into_iter().map(Ok)))
     }
 
     fn read(&self, location: &str) -> Result<Bytes> {
@@ -334,7 +508,11 @@ mod tests {
             store.write_new(&loc, b"again").is_err(),
             "write_new must not overwrite"
         );
-        let listed = store.list(&store.location_of(dir.path())).unwrap();
+        let listed: Vec<StoredFile> = store
+            .list(&store.location_of(dir.path()))
+            .unwrap()
+            .collect::<Result<_>>()
+            .unwrap();
         assert_eq!(listed.len(), 1);
         assert_eq!(listed[0].location, loc);
         assert_eq!(listed[0].size, 5);

@@ -1,10 +1,11 @@
 //! The warehouse: a catalog plus a file store, and the tables in them.
 //!
-//! [`Warehouse`] loads a table's current metadata through the catalog pointer, reads its
-//! snapshots' manifest lists and manifests, creates tables (metadata written as PyIceberg and
-//! Java do: `<location>/metadata/00000-<uuid>.metadata.json`, tables at
-//! `<warehouse>/<namespace>.db/<table>` as PyIceberg's SqlCatalog places them), and gives the
-//! iceberg crate's `Table` for scans.
+//! [`Warehouse`] loads a table's current metadata through the catalog (a SQL catalog's
+//! pointer and the metadata file; a REST catalog's `loadTable`), reads its snapshots' manifest
+//! lists and manifests, creates tables (a SQL catalog's at `<warehouse>/<namespace>.db/<table>`
+//! as PyIceberg's SqlCatalog places them, with metadata written as PyIceberg and Java do:
+//! `<location>/metadata/00000-<uuid>.metadata.json`; a REST catalog's where its server says),
+//! and gives the iceberg crate's `Table` for scans.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -103,47 +104,12 @@ impl Warehouse {
 
     /// Loads a table's current metadata.
     pub async fn load(&self, name: &TableName) -> Result<LoadedTable> {
-        let location = self
-            .catalog
-            .current_location(name)
-            .await?
-            .ok_or_else(|| Error::NoSuchTable(name.to_string()))?;
-        self.load_at(name, &location)
+        self.catalog.load_table(name, self.store.as_ref()).await
     }
 
-    /// Reads the metadata file at `location` for table `name`.
-    ///
-    /// A table with columns of a type the iceberg crate can't represent (`variant`,
-    /// `geometry`, `geography`, `unknown`) is [`Error::Unsupported`], naming those columns
-    /// (see [`unrepresentable_columns`]); other unparseable metadata is [`Error::Invalid`].
+    /// Reads the metadata file at `location` for table `name` (see [`read_metadata`]).
     pub fn load_at(&self, name: &TableName, location: &str) -> Result<LoadedTable> {
-        let bytes = self.store.read(location)?;
-        let metadata = parse_metadata(location, &bytes).map_err(|e| {
-            let columns = unrepresentable_columns(&bytes);
-            if !columns.is_empty() {
-                return Error::Unsupported {
-                    table: name.to_string(),
-                    feature: "column types the iceberg crate 0.10 can't represent".into(),
-                    detail: format!(
-                        "{} (in {location}); lethe can neither read nor rewrite the table",
-                        columns
-                            .iter()
-                            .map(|(c, t)| format!("column `{c}` is `{t}`"))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
-                };
-            }
-            match e {
-                Error::Invalid(m) => Error::Invalid(format!("{name}: {m}")),
-                other => other,
-            }
-        })?;
-        Ok(LoadedTable {
-            name: name.clone(),
-            metadata_location: location.to_string(),
-            metadata: Arc::new(metadata),
-        })
+        read_metadata(self.store.as_ref(), name, location)
     }
 
     /// The top-level columns (name, type as written) of a table's current schema, read from
@@ -204,33 +170,22 @@ impl Warehouse {
         properties: HashMap<String, String>,
         format_version: FormatVersion,
     ) -> Result<LoadedTable> {
-        if self.catalog.current_location(name).await?.is_some() {
-            return Err(Error::invalid(format!("table `{name}` already exists")));
-        }
-        let location = self.default_location(name);
+        let location = self
+            .catalog
+            .client_places_tables()
+            .then(|| self.default_location(name));
         let creation = TableCreation::builder()
             .name(name.name.clone())
-            .location(location.clone())
+            .location_opt(location)
             .schema(schema)
             .partition_spec_opt(partition)
             .sort_order_opt(sort_order)
             .properties(properties)
             .format_version(format_version)
             .build();
-        let built = TableMetadataBuilder::from_table_creation(creation)?.build()?;
-        let metadata_location = new_metadata_location(&location, 0);
-        let bytes = serialize_metadata(&built.metadata)?;
-        self.store.write_new(&metadata_location, &bytes)?;
-        self.catalog.create_namespace(&name.namespace_str()).await?;
-        if let Err(e) = self.catalog.register_table(name, &metadata_location).await {
-            let _ = self.store.delete(&metadata_location);
-            return Err(e);
-        }
-        Ok(LoadedTable {
-            name: name.clone(),
-            metadata_location,
-            metadata: Arc::new(built.metadata),
-        })
+        self.catalog
+            .create_table(name, creation, self.store.as_ref())
+            .await
     }
 
     /// The manifest list of a snapshot.
@@ -308,6 +263,45 @@ impl Warehouse {
             .readonly(true)
             .build()?)
     }
+}
+
+/// Reads the metadata file at `location` for table `name`.
+///
+/// A table with columns of a type the iceberg crate can't represent (`variant`,
+/// `geometry`, `geography`, `unknown`) is [`Error::Unsupported`], naming those columns
+/// (see [`unrepresentable_columns`]); other unparseable metadata is [`Error::Invalid`].
+pub fn read_metadata(
+    store: &dyn FileStore,
+    name: &TableName,
+    location: &str,
+) -> Result<LoadedTable> {
+    let bytes = store.read(location)?;
+    let metadata = parse_metadata(location, &bytes).map_err(|e| {
+        let columns = unrepresentable_columns(&bytes);
+        if !columns.is_empty() {
+            return Error::Unsupported {
+                table: name.to_string(),
+                feature: "column types the iceberg crate 0.10 can't represent".into(),
+                detail: format!(
+                    "{} (in {location}); lethe can neither read nor rewrite the table",
+                    columns
+                        .iter()
+                        .map(|(c, t)| format!("column `{c}` is `{t}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            };
+        }
+        match e {
+            Error::Invalid(m) => Error::Invalid(format!("{name}: {m}")),
+            other => other,
+        }
+    })?;
+    Ok(LoadedTable {
+        name: name.clone(),
+        metadata_location: location.to_string(),
+        metadata: Arc::new(metadata),
+    })
 }
 
 /// A copy of `df` with `first_row_id` set (the iceberg crate has no setter for it). The

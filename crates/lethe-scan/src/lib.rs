@@ -82,6 +82,9 @@ pub enum Error {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// Listing the objects to scan failed: nothing can be proven about what wasn't listed.
+    #[error("listing the objects to scan failed: {0}")]
+    Listing(String),
     /// A broken invariant of this crate.
     #[error("internal error: {0}")]
     Internal(String),
@@ -219,6 +222,157 @@ pub fn scan(
     }
     report.seconds = started.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// One object of a store for [`scan_objects`]: plain data, opened by the caller's function.
+#[derive(Clone, Debug)]
+pub struct ObjectEntry {
+    /// How reports name it (its location; a noncurrent version as `location?versionId=V`).
+    pub name: String,
+    /// The location the caller opens.
+    pub location: String,
+    /// The version the caller opens (None: the current one).
+    pub version: Option<String>,
+    /// Its key relative to the scanned root (searched as [`Place::Path`]).
+    pub relative: String,
+    /// Size in bytes, as listed.
+    pub bytes: u64,
+    /// Only identifying values are searched (a table a legal exception keeps).
+    pub values_only: bool,
+    /// Its values are reported as [`Place::DeleteFile`].
+    pub delete_file: bool,
+}
+
+/// Objects found per listing entry sent to the workers ahead of them.
+const OBJECTS_AHEAD: usize = 64;
+
+/// Scans objects as a listing streams them (an S3 bucket's millions of keys are never held):
+/// `open` gives random access to one (or why it can't be read, which makes it unreadable),
+/// `on_file` receives each file's report on the calling thread as it is done. The returned
+/// report has the totals and no per-file list. Memory stays flat in the number of objects.
+///
+/// Errors when the listing fails (an `Err` item): what wasn't listed can't be proven clean.
+pub fn scan_objects<R, I>(
+    traces: &TraceSet,
+    objects: I,
+    open: &(dyn Fn(&ObjectEntry) -> std::result::Result<R, String> + Sync),
+    threads: usize,
+    on_file: &mut dyn FnMut(FileReport),
+    progress: &dyn Fn(Progress),
+) -> Result<ScanReport>
+where
+    R: ::parquet::file::reader::ChunkReader + 'static,
+    I: Iterator<Item = std::result::Result<ObjectEntry, String>> + Send,
+{
+    let started = Instant::now();
+    let threads = match threads {
+        0 => std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1),
+        n => n,
+    };
+    let mut report = ScanReport {
+        files: Vec::new(),
+        files_read: 0,
+        bytes_read: 0,
+        unreadable: 0,
+        files_holding: 0,
+        hits: 0,
+        seconds: 0.0,
+    };
+    let (work_tx, work_rx) = mpsc::sync_channel::<ObjectEntry>(OBJECTS_AHEAD);
+    let work_rx = std::sync::Mutex::new(work_rx);
+    let (done_tx, done_rx) = mpsc::channel::<(u64, FileReport)>();
+    let listing_error: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+    std::thread::scope(|s| {
+        let listing_error = &listing_error;
+        s.spawn(move || {
+            for item in objects {
+                match item {
+                    Ok(entry) => {
+                        if work_tx.send(entry).is_err() {
+                            return;
+                        }
+                    }
+                    Err(e) => {
+                        if let Ok(mut slot) = listing_error.lock() {
+                            *slot = Some(e);
+                        }
+                        return;
+                    }
+                }
+            }
+        });
+        for _ in 0..threads {
+            let done_tx = done_tx.clone();
+            let work_rx = &work_rx;
+            s.spawn(move || {
+                loop {
+                    let next = match work_rx.lock() {
+                        Ok(rx) => rx.recv(),
+                        Err(_) => return,
+                    };
+                    let Ok(e) = next else { return };
+                    let r = scan_object(traces, &e, open);
+                    if done_tx.send((e.bytes, r)).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        drop(done_tx);
+        let mut done = Progress {
+            files_done: 0,
+            files_total: 0,
+            bytes_done: 0,
+            bytes_total: 0,
+        };
+        for (bytes, f) in done_rx {
+            done.files_done += 1;
+            done.bytes_done += bytes;
+            done.files_total = done.files_done;
+            done.bytes_total = done.bytes_done;
+            if f.is_unreadable() {
+                report.unreadable += 1;
+            } else {
+                report.files_read += 1;
+                report.bytes_read += f.bytes;
+            }
+            if f.holds_traces() {
+                report.files_holding += 1;
+            }
+            report.hits += f.hits.len() as u64 + f.hits_omitted;
+            on_file(f);
+            progress(done);
+        }
+    });
+    if let Some(e) = listing_error
+        .into_inner()
+        .map_err(|_| Error::Internal("listing error lock poisoned".into()))?
+    {
+        return Err(Error::Listing(e));
+    }
+    report.seconds = started.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+fn scan_object<R: ::parquet::file::reader::ChunkReader + 'static>(
+    traces: &TraceSet,
+    e: &ObjectEntry,
+    open: &(dyn Fn(&ObjectEntry) -> std::result::Result<R, String> + Sync),
+) -> FileReport {
+    run_guarded(
+        traces,
+        Path::new(&e.name),
+        &e.relative,
+        e.bytes,
+        e.values_only,
+        e.delete_file,
+        |ctx| {
+            let src = open(e).map_err(|err| format!("cannot open: {err}"))?;
+            dispatch::scan_source(src, &e.location, ctx, 0)
+        },
+    )
 }
 
 /// Scan one in-memory file named `name` (the name chooses the reader where the content has

@@ -1,11 +1,28 @@
-//! `lethe.toml`: which catalog lethe works on and where its reviewed files live.
+//! `lethe.toml`: which catalog lethe works on, where its files are, and where its reviewed
+//! files live.
 //!
 //! ```toml
 //! [catalog]
-//! kind = "sql"                 # the embedded Iceberg SQL catalog (SQLite)
+//! kind = "sql"                 # sql: the Iceberg SQL catalog (SQLite or PostgreSQL); rest
 //! name = "lethe"               # the catalog_name column in iceberg_tables
 //! uri = "sqlite:catalog.db"    # relative paths are relative to this file
-//! warehouse = "warehouse"      # a folder, or file:///absolute/path
+//! warehouse = "warehouse"      # a folder, file:///absolute/path, or s3://bucket/prefix
+//!
+//! # kind = "sql", uri = "postgresql://lethe@db.internal:5432/lakehouse": the password comes
+//! #   from $PGPASSWORD, or password_env / password_file; never from the URI.
+//! # kind = "rest", uri = "https://catalog.internal", warehouse = "s3://warehouse": auth is
+//! #   OAuth2 client credentials `id:secret` from $LETHE_REST_CREDENTIAL (credential_env /
+//! #   credential_file), a bearer token from $LETHE_REST_TOKEN (token_env / token_file), or
+//! #   sigv4 = true (signing_name, signing_region; keys as for [storage]).
+//!
+//! [storage]                    # object storage, when the warehouse is s3://
+//! endpoint = "http://127.0.0.1:8333"   # default: AWS
+//! region = "us-east-1"
+//! path_style = true            # most S3-compatible servers need it
+//! # keys: $AWS_ACCESS_KEY_ID / $AWS_SECRET_ACCESS_KEY (access_key_id_env ...), else the AWS chain
+//! purge_versions = false       # on a versioned bucket, the erasure deletes old versions by id
+//! reclaim = "SeaweedFS compacts a volume once 30% of it is garbage"   # stated in attestations
+//! reclaim_days = 1             # ... with the date by which space is reclaimed
 //!
 //! [paths]                      # all optional, these are the defaults
 //! governance = "governance"
@@ -40,20 +57,127 @@ pub struct Config {
     pub paths: Paths,
     /// Extra roots for the proof scan.
     pub scan_roots: Vec<PathBuf>,
+    /// Object storage settings.
+    pub storage: StorageConfig,
 }
 
 /// The catalog section.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CatalogConfig {
-    /// `sql` (the embedded SQLite SQL catalog) is the only kind today.
+    /// `sql` (the Iceberg SQL catalog, on SQLite or PostgreSQL by `uri`) or `rest`.
     pub kind: String,
     /// The catalog's name (`catalog_name` in `iceberg_tables`).
     pub name: String,
-    /// `sqlite:PATH` or `sqlite:///PATH` (relative to lethe.toml), `sqlite:////ABSOLUTE`.
+    /// sql: `sqlite:PATH` or `sqlite:///PATH` (relative to lethe.toml), `sqlite:////ABSOLUTE`,
+    /// or `postgresql://user@host:port/database`; rest: the catalog's `http(s)://` base URI.
     pub uri: String,
-    /// The warehouse folder (relative to lethe.toml) or `file:///...`.
+    /// The warehouse: a folder (relative to lethe.toml), `file:///...`, or `s3://bucket/prefix`;
+    /// for rest, the warehouse asked for in `/v1/config`.
     pub warehouse: String,
+    /// PostgreSQL: the environment variable holding the password (default `PGPASSWORD`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password_env: Option<String>,
+    /// PostgreSQL: a file holding the password.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password_file: Option<String>,
+    /// rest: the variable holding OAuth2 client credentials `id:secret` (default
+    /// `LETHE_REST_CREDENTIAL`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credential_env: Option<String>,
+    /// rest: a file holding OAuth2 client credentials `id:secret`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credential_file: Option<String>,
+    /// rest: the variable holding a bearer token (default `LETHE_REST_TOKEN`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_env: Option<String>,
+    /// rest: a file holding a bearer token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_file: Option<String>,
+    /// rest: the OAuth2 token endpoint (default `{uri}/v1/oauth/tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oauth2_server_uri: Option<String>,
+    /// rest: the OAuth2 scope (default `catalog`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
+    /// rest: sign requests with AWS SigV4 instead of OAuth2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sigv4: Option<bool>,
+    /// rest: the SigV4 signing name (default `s3tables`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signing_name: Option<String>,
+    /// rest: the SigV4 signing region (default: [storage] region, else `us-east-1`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signing_region: Option<String>,
+    /// rest: the `X-Iceberg-Access-Delegation` header to send (e.g. `vended-credentials`;
+    /// default: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access_delegation: Option<String>,
+    /// rest: seconds one request may take (default 60); a commit past it has an unknown outcome.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<u64>,
+}
+
+/// The `[storage]` section: object storage (all optional).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct StorageConfig {
+    /// Where the warehouse's files are, when the catalog's `warehouse` is not a location (a REST
+    /// catalog's warehouse name): `s3://bucket/prefix`. Default: the catalog's `warehouse`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<String>,
+    /// The S3 endpoint; default: AWS for the region.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// The region; default `$AWS_REGION`, else `us-east-1`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+    /// Path-style addressing (default false, as AWS; most S3-compatible servers need true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_style: Option<bool>,
+    /// The variable holding the access key id (default `AWS_ACCESS_KEY_ID`; unset: the AWS chain).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access_key_id_env: Option<String>,
+    /// The variable holding the secret access key (default `AWS_SECRET_ACCESS_KEY`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_access_key_env: Option<String>,
+    /// The variable holding a session token (default `AWS_SESSION_TOKEN`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_token_env: Option<String>,
+    /// Requests in flight at once (default 16).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_concurrency: Option<usize>,
+    /// On a versioned bucket, erasures delete the noncurrent versions (and delete markers)
+    /// under the tables they changed, by version id (default false: physical purge PENDING).
+    #[serde(default)]
+    pub purge_versions: bool,
+    /// How the storage service reclaims the space of deleted objects, stated in attestations
+    /// ("SeaweedFS compacts a volume once 30% of it is garbage").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reclaim: Option<String>,
+    /// Days after an erasure by which the space is reclaimed (a vendor's fail-safe window);
+    /// the attestation states the date.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reclaim_days: Option<u32>,
+}
+
+/// Where the warehouse's files are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WarehouseLocation {
+    /// A local folder.
+    Local(PathBuf),
+    /// Object storage: `s3://bucket/prefix` (no trailing slash).
+    Object(String),
+}
+
+impl WarehouseLocation {
+    /// As a location URI (`file:///...` or `s3://...`).
+    pub fn uri(&self) -> String {
+        match self {
+            WarehouseLocation::Local(p) => format!("file://{}", p.display()),
+            WarehouseLocation::Object(s) => s.clone(),
+        }
+    }
 }
 
 /// Folders lethe reads and writes, resolved to absolute paths.
@@ -80,6 +204,8 @@ struct RawConfig {
     /// Gone: places outside the warehouse are stores in governance/stores.toml now.
     #[serde(default)]
     residuals: Option<toml::Value>,
+    #[serde(default)]
+    storage: StorageConfig,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -120,7 +246,19 @@ impl Config {
     /// Reads and validates a `lethe.toml`.
     pub fn load(file: &Path) -> Result<Config> {
         let file = absolute(file)?;
-        let parsed = tomlfile::load::<RawConfig>(&file)?;
+        let text =
+            std::fs::read_to_string(&file).map_err(|e| Error::io(file.display().to_string(), e))?;
+        Config::from_text(&file, &text)
+    }
+
+    /// Validates the text of a `lethe.toml` that is (or will be) at `file`.
+    pub fn from_text(file: &Path, text: &str) -> Result<Config> {
+        let file = absolute(file)?;
+        let parsed = tomlfile::TomlFile {
+            path: file.clone(),
+            text: text.to_string(),
+            value: tomlfile::parse::<RawConfig>(&file, text)?,
+        };
         let root = file
             .parent()
             .map(Path::to_path_buf)
@@ -132,34 +270,90 @@ impl Config {
                 "[[residuals]] moved to governance/stores.toml: register each place as a store with probe = \"none\" and its basis, expires and control (e.g. [stores.backups] kind = \"backup\")",
             ));
         }
-        if raw.catalog.kind != "sql" {
-            return Err(parsed.error_at(
-                "catalog.kind",
-                format!(
-                    "unknown catalog kind `{}`: the embedded `sql` catalog (SQLite) is the only kind today",
-                    raw.catalog.kind
-                ),
-            ));
-        }
-        if raw.catalog.name.trim().is_empty() {
+        let c = &raw.catalog;
+        if c.name.trim().is_empty() {
             return Err(parsed.error_at("catalog.name", "must not be empty"));
         }
-        if sqlite_path(&root, &raw.catalog.uri).is_none() {
-            return Err(parsed.error_at(
-                "catalog.uri",
-                format!(
-                    "`{}` is not a SQLite URI: use sqlite:PATH (relative to lethe.toml) or sqlite:////ABSOLUTE",
-                    raw.catalog.uri
-                ),
-            ));
+        match c.kind.as_str() {
+            "sql" => {
+                if sqlite_path(&root, &c.uri).is_none() && !is_postgres_uri(&c.uri) {
+                    return Err(parsed.error_at(
+                        "catalog.uri",
+                        format!(
+                            "`{}` is not a SQL catalog URI: use sqlite:PATH (relative to lethe.toml), sqlite:////ABSOLUTE or postgresql://user@host:port/database",
+                            redact_uri(&c.uri)
+                        ),
+                    ));
+                }
+                if is_postgres_uri(&c.uri) && uri_has_password(&c.uri) {
+                    return Err(parsed.error_at(
+                        "catalog.uri",
+                        "the URI carries a password: remove it and set PGPASSWORD (or password_env / password_file), so it never sits in lethe.toml",
+                    ));
+                }
+            }
+            "rest" => {
+                if !(c.uri.starts_with("http://") || c.uri.starts_with("https://")) {
+                    return Err(parsed.error_at(
+                        "catalog.uri",
+                        format!(
+                            "`{}` is not a REST catalog URI: use http(s)://host:port",
+                            redact_uri(&c.uri)
+                        ),
+                    ));
+                }
+                if uri_has_password(&c.uri) {
+                    return Err(parsed.error_at(
+                        "catalog.uri",
+                        "the URI carries a password: give credentials through credential_env or token_env",
+                    ));
+                }
+            }
+            other => {
+                return Err(parsed.error_at(
+                    "catalog.kind",
+                    format!(
+                        "unknown catalog kind `{other}`: use `sql` (SQLite or PostgreSQL) or `rest`"
+                    ),
+                ));
+            }
         }
-        if warehouse_path(&root, &raw.catalog.warehouse).is_none() {
+        let location_key = if raw.storage.root.is_some() {
+            "storage.root"
+        } else {
+            "catalog.warehouse"
+        };
+        let location_text = raw
+            .storage
+            .root
+            .clone()
+            .unwrap_or_else(|| c.warehouse.clone());
+        match warehouse_location(&root, &location_text) {
+            Some(WarehouseLocation::Local(_)) if c.kind == "rest" && raw.storage.root.is_none() => {
+                return Err(parsed.error_at(
+                    "catalog.warehouse",
+                    format!(
+                        "`{}`: a REST catalog's tables are in object storage: give its warehouse as s3://bucket (or set [storage] root)",
+                        c.warehouse
+                    ),
+                ));
+            }
+            Some(_) => {}
+            None => {
+                return Err(parsed.error_at(
+                    location_key,
+                    format!(
+                        "`{location_text}` is not a warehouse location: use a folder, file:///ABSOLUTE or s3://bucket/prefix"
+                    ),
+                ));
+            }
+        }
+        if let Some(e) = &raw.storage.endpoint
+            && !(e.starts_with("http://") || e.starts_with("https://"))
+        {
             return Err(parsed.error_at(
-                "catalog.warehouse",
-                format!(
-                    "`{}` is not a local folder: use a path or file:///ABSOLUTE (object storage comes later)",
-                    raw.catalog.warehouse
-                ),
+                "storage.endpoint",
+                format!("`{e}` is not an endpoint URL: use http(s)://host:port"),
             ));
         }
         let resolve =
@@ -173,45 +367,143 @@ impl Config {
         Ok(Config {
             catalog: raw.catalog.clone(),
             scan_roots: raw.scan.roots.iter().map(|r| root.join(r)).collect(),
+            storage: raw.storage.clone(),
             file: file.clone(),
             root,
             paths,
         })
     }
 
-    /// The SQLite database file of the catalog.
-    pub fn catalog_db(&self) -> PathBuf {
-        sqlite_path(&self.root, &self.catalog.uri).unwrap_or_default()
+    /// The SQLite database file of the catalog (None for PostgreSQL and REST catalogs).
+    pub fn catalog_db(&self) -> Option<PathBuf> {
+        if self.catalog.kind != "sql" {
+            return None;
+        }
+        sqlite_path(&self.root, &self.catalog.uri)
     }
 
-    /// The warehouse folder.
-    pub fn warehouse_dir(&self) -> PathBuf {
-        warehouse_path(&self.root, &self.catalog.warehouse).unwrap_or_default()
+    /// Where the warehouse's files are.
+    pub fn warehouse_location(&self) -> WarehouseLocation {
+        let text = self
+            .storage
+            .root
+            .clone()
+            .unwrap_or_else(|| self.catalog.warehouse.clone());
+        warehouse_location(&self.root, &text)
+            .unwrap_or_else(|| WarehouseLocation::Local(self.root.join("warehouse")))
     }
 
-    /// Renders a `lethe.toml` for a catalog and warehouse (used by `demo init` and `init`).
+    /// The warehouse folder, when the warehouse is local.
+    pub fn warehouse_dir(&self) -> Option<PathBuf> {
+        match self.warehouse_location() {
+            WarehouseLocation::Local(p) => Some(p),
+            WarehouseLocation::Object(_) => None,
+        }
+    }
+
+    /// Renders a `lethe.toml` for an embedded SQLite catalog and a local warehouse (used by
+    /// `demo init` and `init`).
     pub fn render(name: &str, uri: &str, warehouse: &str, scan_roots: &[&str]) -> String {
+        let catalog = CatalogConfig {
+            kind: "sql".into(),
+            name: name.into(),
+            uri: uri.into(),
+            warehouse: warehouse.into(),
+            ..Default::default()
+        };
+        Config::render_with(&catalog, &StorageConfig::default(), scan_roots)
+    }
+
+    /// Renders a `lethe.toml` for any catalog and storage.
+    pub fn render_with(
+        catalog: &CatalogConfig,
+        storage: &StorageConfig,
+        scan_roots: &[&str],
+    ) -> String {
         let roots = scan_roots
             .iter()
             .map(|r| format!("{r:?}"))
             .collect::<Vec<_>>()
             .join(", ");
-        format!(
+        let what = match (catalog.kind.as_str(), is_postgres_uri(&catalog.uri)) {
+            ("rest", _) => "an Iceberg REST catalog",
+            (_, true) => {
+                "the Iceberg SQL catalog on PostgreSQL, as PyIceberg's SqlCatalog and Java's JdbcCatalog"
+            }
+            _ => "the embedded Iceberg SQL catalog (SQLite), as PyIceberg's SqlCatalog",
+        };
+        let mut out = format!(
             "# lethe's configuration: the catalog it works on and where its reviewed files live.\n\
              [catalog]\n\
-             kind = \"sql\"                 # the embedded Iceberg SQL catalog (SQLite), as PyIceberg's SqlCatalog\n\
-             name = {name:?}\n\
-             uri = {uri:?}\n\
-             warehouse = {warehouse:?}\n\n\
-             [paths]\n\
+             kind = {:?}                 # {what}\n",
+            catalog.kind
+        );
+        let table = toml::to_string(&WithoutKind(catalog)).unwrap_or_default();
+        out.push_str(&table);
+        let storage_text = toml::to_string(storage).unwrap_or_default();
+        if storage != &StorageConfig::default() {
+            out.push_str("\n[storage]                    # object storage; keys come from the environment, never this file\n");
+            out.push_str(&storage_text);
+        }
+        out.push_str(&format!(
+            "\n[paths]\n\
              governance = \"governance\"\n\
              pipelines = \"pipelines\"\n\
              lineage = \"lineage\"\n\
              state = \"state\"\n\n\
              [scan]\n\
              roots = [{roots}]            # folders outside the warehouse that the proof scan reads too\n"
-        )
+        ));
+        out
     }
+}
+
+/// A catalog section without its `kind` (rendered first, with a comment).
+struct WithoutKind<'a>(&'a CatalogConfig);
+
+impl Serialize for WithoutKind<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        let mut v = toml::Value::try_from(self.0).map_err(serde::ser::Error::custom)?;
+        if let Some(t) = v.as_table_mut() {
+            t.remove("kind");
+        }
+        v.serialize(s)
+    }
+}
+
+/// Whether a URI names a PostgreSQL database.
+pub fn is_postgres_uri(uri: &str) -> bool {
+    uri.starts_with("postgresql://") || uri.starts_with("postgres://")
+}
+
+/// Whether a URI carries a password (`scheme://user:password@host`).
+pub fn uri_has_password(uri: &str) -> bool {
+    let Some((_, rest)) = uri.split_once("://") else {
+        return false;
+    };
+    let authority = rest.split(['/', '?']).next().unwrap_or("");
+    authority
+        .rsplit_once('@')
+        .is_some_and(|(userinfo, _)| userinfo.contains(':'))
+}
+
+/// A URI with any password replaced by `***`.
+pub fn redact_uri(uri: &str) -> String {
+    lethe_iceberg::catalog::postgres::redact_uri(uri)
+}
+
+/// Resolves a warehouse given as a folder, `file:` URI or `s3://` location against `root`.
+pub fn warehouse_location(root: &Path, warehouse: &str) -> Option<WarehouseLocation> {
+    for scheme in ["s3://", "s3a://", "s3n://"] {
+        if let Some(rest) = warehouse.strip_prefix(scheme) {
+            let rest = rest.trim_end_matches('/');
+            if rest.is_empty() || rest.starts_with('/') {
+                return None;
+            }
+            return Some(WarehouseLocation::Object(format!("s3://{rest}")));
+        }
+    }
+    warehouse_path(root, warehouse).map(WarehouseLocation::Local)
 }
 
 fn absolute(p: &Path) -> Result<PathBuf> {
@@ -275,8 +567,8 @@ mod tests {
             &Config::render("lethe", "sqlite:catalog.db", "warehouse", &["raw"]),
         );
         let c = Config::load(&f).unwrap();
-        assert_eq!(c.catalog_db(), dir.path().join("catalog.db"));
-        assert_eq!(c.warehouse_dir(), dir.path().join("warehouse"));
+        assert_eq!(c.catalog_db(), Some(dir.path().join("catalog.db")));
+        assert_eq!(c.warehouse_dir(), Some(dir.path().join("warehouse")));
         assert_eq!(c.paths.lineage, dir.path().join("lineage"));
         assert_eq!(c.scan_roots, vec![dir.path().join("raw")]);
     }
@@ -324,5 +616,80 @@ mod tests {
         assert_eq!(sqlite_path(root, "postgres://x"), None);
         assert_eq!(warehouse_path(root, "file:///w"), Some(PathBuf::from("/w")));
         assert_eq!(warehouse_path(root, "s3://b/w"), None);
+    }
+
+    #[test]
+    fn production_catalogs_render_and_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let rest = CatalogConfig {
+            kind: "rest".into(),
+            name: "lethe".into(),
+            uri: "http://127.0.0.1:8181".into(),
+            warehouse: "s3://warehouse".into(),
+            sigv4: Some(true),
+            signing_name: Some("s3tables".into()),
+            ..Default::default()
+        };
+        let storage = StorageConfig {
+            endpoint: Some("http://127.0.0.1:8333".into()),
+            path_style: Some(true),
+            purge_versions: true,
+            ..Default::default()
+        };
+        let f = write(dir.path(), &Config::render_with(&rest, &storage, &[]));
+        let c = Config::load(&f).unwrap();
+        assert_eq!(c.catalog.kind, "rest");
+        assert_eq!(c.catalog.sigv4, Some(true));
+        assert_eq!(c.storage, storage);
+        assert_eq!(
+            c.warehouse_location(),
+            WarehouseLocation::Object("s3://warehouse".into())
+        );
+        assert_eq!(c.catalog_db(), None);
+        let pg = CatalogConfig {
+            kind: "sql".into(),
+            name: "lethe".into(),
+            uri: "postgresql://lethe@127.0.0.1:5432/lethe".into(),
+            warehouse: "s3://bucket/wh/".into(),
+            ..Default::default()
+        };
+        let f = write(dir.path(), &Config::render_with(&pg, &storage, &[]));
+        let c = Config::load(&f).unwrap();
+        assert_eq!(
+            c.warehouse_location(),
+            WarehouseLocation::Object("s3://bucket/wh".into())
+        );
+    }
+
+    #[test]
+    fn passwords_in_uris_and_local_rest_warehouses_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = write(
+            dir.path(),
+            "[catalog]\nkind = \"sql\"\nname = \"x\"\nuri = \"postgresql://u:hunter2@h/db\"\nwarehouse = \"s3://b\"\n",
+        );
+        let e = Config::load(&f).unwrap_err().to_string();
+        assert!(
+            e.contains("lethe.toml:4: catalog.uri: the URI carries a password"),
+            "{e}"
+        );
+        assert!(!e.contains("hunter2"), "{e}");
+        let f = write(
+            dir.path(),
+            "[catalog]\nkind = \"rest\"\nname = \"x\"\nuri = \"http://h:1\"\nwarehouse = \"w\"\n",
+        );
+        let e = Config::load(&f).unwrap_err().to_string();
+        assert!(e.contains("lethe.toml:5: catalog.warehouse:"), "{e}");
+        let f = write(
+            dir.path(),
+            "[catalog]\nkind = \"sql\"\nname = \"x\"\nuri = \"sqlite:c.db\"\nwarehouse = \"s3://\"\n",
+        );
+        let e = Config::load(&f).unwrap_err().to_string();
+        assert!(
+            e.contains("catalog.warehouse: `s3://` is not a warehouse location"),
+            "{e}"
+        );
+        assert!(uri_has_password("postgresql://a:b@h/d"));
+        assert!(!uri_has_password("postgresql://a@h/d?x=y:z"));
     }
 }

@@ -72,6 +72,9 @@ pub enum Error {
     /// The catalog database failed.
     #[error("catalog: {0}")]
     Catalog(String),
+    /// Object storage failed; names the operation and the location.
+    #[error("object storage: {0}")]
+    Storage(String),
     /// The Iceberg library failed.
     #[error("iceberg: {0}")]
     Iceberg(#[from] iceberg::Error),
@@ -135,6 +138,8 @@ impl From<lethe_iceberg::Error> for Error {
             },
             E::Io { path, source } => Error::Io { path, source },
             E::Catalog(e) => Error::Catalog(e.to_string()),
+            E::CatalogService(m) => Error::Catalog(m),
+            E::Storage(m) => Error::Storage(m),
             E::Iceberg(e) => Error::Iceberg(e),
             E::Arrow(e) => Error::Arrow(e),
             E::Parquet(e) => Error::Parquet(e),

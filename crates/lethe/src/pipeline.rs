@@ -286,7 +286,7 @@ pub async fn run_with(
     let batches = df.collect().await.map_err(|e| fail(e.to_string()))?;
     let rows: u64 = batches.iter().map(|b| b.num_rows() as u64).sum();
     let wh = &ws.warehouse;
-    if wh.catalog.current_location(&p.target).await?.is_none() {
+    if !wh.catalog.table_exists(&p.target).await? {
         let arrow_schema = match batches.first() {
             Some(b) => b.schema(),
             None => Arc::new(

@@ -5,9 +5,20 @@ use std::process::ExitCode;
 
 use clap::{Subcommand, ValueEnum};
 use lethe_demo::platform::appdb::{APP_DB_URL_ENV, AppDb};
-use lethe_demo::platform::{DemoOptions, init as demo_init};
+use lethe_demo::platform::{DemoCatalog, DemoOptions, init as demo_init};
 
 use crate::out;
+
+/// The catalogs `demo init` builds in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DemoCatalogKind {
+    /// The embedded SQLite catalog and a local warehouse folder.
+    Sqlite,
+    /// The SQL catalog on PostgreSQL, over S3.
+    Postgres,
+    /// An Iceberg REST catalog, over S3.
+    Rest,
+}
 
 #[derive(Debug, Subcommand)]
 pub enum DemoCommand {
@@ -19,10 +30,36 @@ pub enum DemoCommand {
     /// they are loaded from (app/app.db, or PostgreSQL with --app-db postgres); an evaluation
     /// set in Git (evalset/), a search index rebuilt from support tickets (search/), the
     /// helpdesk vendor's API (`lethe demo vendor`) and governance/stores.toml registering them.
+    ///
+    /// By default in the embedded SQLite catalog and a local warehouse folder (nothing to
+    /// install). `--catalog postgres` builds it in the SQL catalog on PostgreSQL
+    /// (--catalog-uri postgresql://user@host:port/db, password from $PGPASSWORD) over S3
+    /// (--warehouse s3://bucket/prefix); `--catalog rest` in an Iceberg REST catalog
+    /// (--catalog-uri http(s)://host:port, --warehouse s3://warehouse; OAuth2 client
+    /// credentials id:secret from $LETHE_REST_CREDENTIAL, or --sigv4 s3tables). S3 keys come
+    /// from $AWS_ACCESS_KEY_ID / $AWS_SECRET_ACCESS_KEY or the AWS chain.
     Init {
         /// The folder to build it in.
         #[arg(long, default_value = "demo")]
         dir: PathBuf,
+        /// The catalog: sqlite (embedded), postgres or rest.
+        #[arg(long, value_enum, default_value_t = DemoCatalogKind::Sqlite)]
+        catalog: DemoCatalogKind,
+        /// postgres / rest: the catalog's URI.
+        #[arg(long, value_name = "URI", env = "LETHE_CATALOG_URI", required_if_eq_any = [("catalog", "postgres"), ("catalog", "rest")])]
+        catalog_uri: Option<String>,
+        /// The catalog name (catalog_name in iceberg_tables; default lethe).
+        #[arg(long, value_name = "NAME")]
+        catalog_name: Option<String>,
+        /// postgres / rest: the warehouse, s3://bucket/prefix (rest: the warehouse it serves).
+        #[arg(long, value_name = "LOCATION", env = "LETHE_WAREHOUSE", required_if_eq_any = [("catalog", "postgres"), ("catalog", "rest")])]
+        warehouse: Option<String>,
+        /// rest: sign requests with AWS SigV4 for this signing name (e.g. s3tables).
+        #[arg(long, value_name = "SIGNING_NAME")]
+        sigv4: Option<String>,
+        /// Object storage settings.
+        #[command(flatten)]
+        storage: crate::cmd::StorageArgs,
         /// Scale units.
         #[arg(long, default_value_t = 1)]
         scale: u32,
@@ -160,6 +197,12 @@ pub async fn run(c: DemoCommand, config: Option<&Path>) -> anyhow::Result<ExitCo
         DemoCommand::Run { dir, scale, seed } => walkthrough(dir, scale, seed).await,
         DemoCommand::Init {
             dir,
+            catalog,
+            catalog_uri,
+            catalog_name,
+            warehouse,
+            sigv4,
+            storage,
             scale,
             seed,
             force,
@@ -168,6 +211,17 @@ pub async fn run(c: DemoCommand, config: Option<&Path>) -> anyhow::Result<ExitCo
             json,
         } => {
             let quiet = json;
+            let uri = catalog_uri.unwrap_or_default();
+            let warehouse = warehouse.unwrap_or_default();
+            let catalog = match catalog {
+                DemoCatalogKind::Sqlite => DemoCatalog::Sqlite,
+                DemoCatalogKind::Postgres => DemoCatalog::Postgres { uri, warehouse },
+                DemoCatalogKind::Rest => DemoCatalog::Rest {
+                    uri,
+                    warehouse,
+                    sigv4,
+                },
+            };
             let report = demo_init(
                 &DemoOptions {
                     dir,
@@ -176,6 +230,9 @@ pub async fn run(c: DemoCommand, config: Option<&Path>) -> anyhow::Result<ExitCo
                     force,
                     app_db: app_db(kind)?,
                     stores: !warehouse_only,
+                    catalog,
+                    catalog_name,
+                    storage: storage.config(),
                 },
                 &|m| {
                     if !quiet {
@@ -221,12 +278,8 @@ async fn walkthrough(dir: PathBuf, scale: u32, seed: u64) -> anyhow::Result<Exit
     );
     let report = demo_init(
         &DemoOptions {
-            dir: dir.clone(),
-            scale,
-            seed,
-            force: true,
-            app_db: AppDb::Sqlite,
             stores: true,
+            ..DemoOptions::embedded(dir.clone(), scale, seed, true)
         },
         &|m| out::progress(m),
     )

@@ -15,13 +15,24 @@ use crate::out;
 /// Arguments of `lethe init`.
 #[derive(Debug, Args)]
 pub struct InitArgs {
-    /// The Iceberg SQL catalog: sqlite:PATH, sqlite:////ABSOLUTE/PATH, or the SQLite file's path
-    /// (the database PyIceberg's SqlCatalog or Java's JdbcCatalog uses).
+    /// The catalog: the Iceberg SQL catalog on SQLite (sqlite:PATH, sqlite:////ABSOLUTE/PATH, or
+    /// the file's path — the database PyIceberg's SqlCatalog or Java's JdbcCatalog uses), on
+    /// PostgreSQL (postgresql://user@host:port/db, password from $PGPASSWORD), or an Iceberg REST
+    /// catalog (rest+http(s)://host:port; OAuth2 client credentials id:secret from
+    /// $LETHE_REST_CREDENTIAL, a bearer token from $LETHE_REST_TOKEN, or --sigv4).
     #[arg(long, value_name = "URI")]
     catalog: String,
-    /// The warehouse folder (a path or file:///ABSOLUTE).
+    /// The warehouse: a folder (a path or file:///ABSOLUTE) or s3://bucket/prefix (for a REST
+    /// catalog, the warehouse it serves, e.g. s3://warehouse).
     #[arg(long, value_name = "LOCATION")]
     warehouse: String,
+    /// Object storage settings for an s3:// warehouse.
+    #[command(flatten)]
+    storage: crate::cmd::StorageArgs,
+    /// REST: sign requests with AWS SigV4 for this service name (e.g. s3tables) instead of
+    /// OAuth2; keys from $AWS_ACCESS_KEY_ID / $AWS_SECRET_ACCESS_KEY or the AWS chain.
+    #[arg(long, value_name = "SIGNING_NAME")]
+    sigv4: Option<String>,
     /// The catalog's name (catalog_name in iceberg_tables); found in the catalog when it holds
     /// only one.
     #[arg(long)]
@@ -74,7 +85,10 @@ pub async fn init(a: InitArgs, _config: Option<&Path>) -> anyhow::Result<ExitCod
         warehouse: a.warehouse,
         name: a.name,
         force: a.force,
-    })?;
+        storage: a.storage.config(),
+        sigv4_signing_name: a.sigv4,
+    })
+    .await?;
     if a.json {
         out::json(&report)?;
         return Ok(ExitCode::SUCCESS);
@@ -83,8 +97,8 @@ pub async fn init(a: InitArgs, _config: Option<&Path>) -> anyhow::Result<ExitCod
         "lethe folder written in {} for catalog `{}` ({}), warehouse {}",
         report.dir.display(),
         report.catalog_name,
-        report.catalog_db.display(),
-        report.warehouse.display()
+        report.catalog,
+        report.warehouse
     );
     println!("the catalog and the warehouse were only read");
     let rows: Vec<Vec<String>> = report

@@ -53,12 +53,30 @@ pub async fn erase(a: EraseArgs, config: Option<&Path>) -> anyhow::Result<ExitCo
     let ws = super::workspace(config)?;
     let requests: Vec<RequestSpec> = if let Some(r) = &a.resume {
         match find_request(&ws, r)? {
-            Some(j) if j.is_finished() => {
-                println!(
-                    "erasure {} is already complete ({}); nothing to do",
-                    j.batch,
-                    j.finished_at.unwrap_or_default()
-                );
+            Some(mut j) if j.is_finished() => {
+                let quiet = a.json;
+                let ran = lethe::erasure::erase::run_pending_cleanup(&ws, &mut j, &|m| {
+                    if !quiet {
+                        out::progress(m)
+                    }
+                })
+                .await?;
+                if ran {
+                    let purged: usize = j.cleanup.values().map(|c| c.versions_purged).sum();
+                    if !quiet {
+                        out::progress_done();
+                    }
+                    println!(
+                        "erasure {} was complete; its version purge ran now: {purged} noncurrent version(s) deleted",
+                        j.batch
+                    );
+                } else {
+                    println!(
+                        "erasure {} is already complete ({}); nothing to do",
+                        j.batch,
+                        j.finished_at.unwrap_or_default()
+                    );
+                }
                 return Ok(ExitCode::SUCCESS);
             }
             Some(j) => j.requests,

@@ -189,7 +189,7 @@ pub async fn sweep(a: SweepArgs, config: Option<&Path>) -> anyhow::Result<ExitCo
                 r.table,
                 r.files,
                 r.referenced,
-                r.unreferenced.len(),
+                r.unreferenced_count,
                 r.removed,
                 if a.dry_run {
                     "would be removed"

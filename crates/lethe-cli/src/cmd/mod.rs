@@ -28,3 +28,33 @@ pub fn workspace(config: Option<&Path>) -> anyhow::Result<Workspace> {
     let c = Config::discover(config)?;
     Ok(Workspace::open(&c)?)
 }
+
+/// Object storage flags of `init` and `demo init` (written to lethe.toml's `[storage]`).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct StorageArgs {
+    /// The S3 endpoint (default: AWS), e.g. http://127.0.0.1:8333.
+    #[arg(long, value_name = "URL", env = "LETHE_S3_ENDPOINT")]
+    pub s3_endpoint: Option<String>,
+    /// The S3 region (default: $AWS_REGION, else us-east-1).
+    #[arg(long, value_name = "REGION", env = "LETHE_S3_REGION")]
+    pub s3_region: Option<String>,
+    /// Path-style S3 addressing (endpoint/bucket/key), which most S3-compatible servers need.
+    #[arg(long, value_name = "BOOL", env = "LETHE_S3_PATH_STYLE")]
+    pub s3_path_style: Option<bool>,
+    /// On a versioned bucket, let erasures delete the noncurrent versions they leave, by id.
+    #[arg(long)]
+    pub purge_versions: bool,
+}
+
+impl StorageArgs {
+    /// The `[storage]` section these flags give.
+    pub fn config(&self) -> lethe::config::StorageConfig {
+        lethe::config::StorageConfig {
+            endpoint: self.s3_endpoint.clone(),
+            region: self.s3_region.clone(),
+            path_style: self.s3_path_style,
+            purge_versions: self.purge_versions,
+            ..Default::default()
+        }
+    }
+}

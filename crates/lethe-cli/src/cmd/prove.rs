@@ -316,6 +316,7 @@ pub async fn attest(a: AttestArgs, config: Option<&Path>) -> anyhow::Result<Exit
         for r in &att.verdict.remaining {
             println!("remains: {r}");
         }
+        println!("storage: {}", att.verdict.storage);
         println!(
             "logical erasure: {}; physical purge: {}",
             att.verdict.logical, att.verdict.physical

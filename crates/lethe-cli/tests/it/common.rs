@@ -30,15 +30,9 @@ impl Demo {
     pub async fn with_seed(seed: u64) -> Demo {
         let tmp = tempfile::tempdir().expect("tempdir");
         let dir = tmp.path().join("demo");
-        init(
-            &DemoOptions {
-                seed,
-                ..DemoOptions::new(dir.clone())
-            },
-            &|_| {},
-        )
-        .await
-        .expect("demo init");
+        init(&DemoOptions::embedded(dir.clone(), 1, seed, false), &|_| {})
+            .await
+            .expect("demo init");
         let ws = Workspace::open(&Config::load(&dir.join("lethe.toml")).expect("config"))
             .expect("workspace");
         Demo { tmp, dir, ws }

@@ -847,7 +847,7 @@ async fn demo_run_withdraws_before_it_erases_and_still_ends_complete() {
     assert!(step.contains("3590"), "{step}");
     assert!(step.contains("rebuilt marketing.audience"), "{step}");
     assert!(
-        stdout.contains("logical erasure: COMPLETE; physical purge: COMPLETE"),
+        stdout.contains("logical erasure: COMPLETE; physical purge: FILES REMOVED"),
         "{stdout}"
     );
     // Issue 15: the walkthrough ends with a manifest whose every system is verified — the

@@ -72,7 +72,7 @@ async fn unreferenced(ws: &Workspace) -> usize {
         let r = sweep(&ws.warehouse, &t, Duration::zero(), true, ws.clock.as_ref())
             .await
             .unwrap();
-        n += r.unreferenced.len();
+        n += r.unreferenced_count;
     }
     n
 }

@@ -90,7 +90,16 @@ async fn the_scan_finds_the_learner_in_data_and_bounds_then_nowhere() {
     );
     let a: serde_json::Value = serde_json::from_str(&att).unwrap();
     assert_eq!(a["verdict"]["logical"], "COMPLETE");
-    assert_eq!(a["verdict"]["physical"], "COMPLETE");
+    // A local folder: lethe claims only what it did.
+    assert_eq!(a["verdict"]["physical"], "FILES REMOVED");
+    assert!(
+        a["verdict"]["storage"]
+            .as_str()
+            .unwrap()
+            .contains("files removed; media not sanitised"),
+        "{}",
+        a["verdict"]
+    );
     assert_eq!(a["coverage"]["unresolved"], 0);
     assert_eq!(a["tables"].as_array().unwrap().len(), 11); // with consent.records
     assert!(a["subject"]["register_hash"].as_str().unwrap().len() == 64);

@@ -512,7 +512,7 @@ async fn a_hold_keeps_two_tables_until_it_ends_then_the_rerun_erases_them_and_re
             .unwrap();
     check_schema(&a);
     assert_eq!(a["verdict"]["logical"], "PARTLY_REFUSED");
-    assert_eq!(a["verdict"]["physical"], "COMPLETE");
+    assert_eq!(a["verdict"]["physical"], "FILES REMOVED");
     let m = &a["manifest"];
     assert_eq!(m["status"], "PARTLY_REFUSED");
     assert_eq!(m["state"], "partly_refused");

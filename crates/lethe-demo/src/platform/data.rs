@@ -333,6 +333,24 @@ fn batch(cols: Vec<(&str, ArrayRef)>) -> RecordBatch {
     RecordBatch::try_from_iter(cols).expect("demo batch")
 }
 
+/// Every table the demo builds: the eight sources, the consent records and the four tables
+/// its pipelines build.
+pub const TABLES: &[&str] = &[
+    "crm.learners",
+    "crm.instructors",
+    "learning.courses",
+    "learning.enrollments",
+    "learning.events",
+    "learning.reviews",
+    "support.tickets",
+    "billing.payments",
+    "consent.records",
+    "analytics.learner_activity",
+    "analytics.course_performance",
+    "marketing.audience",
+    "ai.review_corpus",
+];
+
 /// Generates every source table for `scale` and `seed`.
 pub fn generate(scale: u32, seed: u64) -> Vec<TableData> {
     let scale = scale.max(1) as i64;

@@ -1,14 +1,18 @@
 //! `lethe demo init`: the online learning platform every walkthrough and test uses.
 //!
-//! Builds, deterministically for a seed: the catalog (SQLite) and warehouse with eight source
-//! tables written by lethe's writer in several appends (so snapshots, manifests and old files
-//! exist as in production), the reviewed governance files, the SQL pipelines, and the four
-//! derived tables built by running those pipelines (which records their column lineage); and
-//! the platform's systems outside the warehouse: the application database the warehouse is
-//! loaded from ([`appdb`], SQLite or PostgreSQL), and with [`DemoOptions::stores`] the
-//! evaluation set in Git ([`evalset`]), the search index rebuilt from support tickets
-//! ([`search`]), the helpdesk vendor's API ([`vendor`]) and `governance/stores.toml`
-//! registering them.
+//! Builds, deterministically for a seed: the catalog and warehouse with eight source tables
+//! written by lethe's writer in several appends (so snapshots, manifests and old files exist
+//! as in production), the reviewed governance files, the SQL pipelines, and the four derived
+//! tables built by running those pipelines (which records their column lineage); and the
+//! platform's systems outside the warehouse: the application database the warehouse is loaded
+//! from ([`appdb`], SQLite or PostgreSQL), and with [`DemoOptions::stores`] the evaluation set
+//! in Git ([`evalset`]), the search index rebuilt from support tickets ([`search`]), the
+//! helpdesk vendor's API ([`vendor`]) and `governance/stores.toml` registering them.
+//!
+//! The catalog is the embedded SQLite one over a local folder by default
+//! ([`DemoCatalog::Sqlite`], what the README's first command uses: nothing to install), or a
+//! production one the caller names — the SQL catalog on PostgreSQL or an Iceberg REST catalog,
+//! over S3 object storage — built through the same library calls.
 //!
 //! The library outside this module knows nothing of these tables: they reach the rest of lethe
 //! only through the catalog and the files written here.
@@ -214,6 +218,32 @@ pub async fn reload(ws: &Workspace, suppress: bool) -> Result<ReloadReport> {
     })
 }
 
+/// Which catalog and store the demo is built in.
+#[derive(Debug, Clone, Default)]
+pub enum DemoCatalog {
+    /// The embedded SQLite catalog and a local warehouse folder in the demo folder.
+    #[default]
+    Sqlite,
+    /// The SQL catalog on PostgreSQL (`postgresql://user@host:port/db`, password from
+    /// `$PGPASSWORD`) over an object-storage warehouse (`s3://bucket/prefix`).
+    Postgres {
+        /// The database URI (no password).
+        uri: String,
+        /// The warehouse location.
+        warehouse: String,
+    },
+    /// An Iceberg REST catalog (auth from `$LETHE_REST_CREDENTIAL`, or SigV4 with a signing
+    /// name) and the warehouse it serves (`s3://warehouse`).
+    Rest {
+        /// The catalog's base URI.
+        uri: String,
+        /// The warehouse.
+        warehouse: String,
+        /// SigV4 signing name instead of OAuth2.
+        sigv4: Option<String>,
+    },
+}
+
 /// Options of `demo init`.
 #[derive(Debug, Clone)]
 pub struct DemoOptions {
@@ -223,13 +253,19 @@ pub struct DemoOptions {
     pub scale: u32,
     /// The seed.
     pub seed: u64,
-    /// Replace an existing demo in `dir`.
+    /// Replace an existing demo in `dir` (and, in a production catalog, its tables).
     pub force: bool,
     /// The application database (SQLite in the demo folder by default).
     pub app_db: appdb::AppDb,
     /// Also build the systems outside the warehouse — evaluation set, search index, vendor —
     /// and register them (with the application database) in governance/stores.toml.
     pub stores: bool,
+    /// The catalog and store.
+    pub catalog: DemoCatalog,
+    /// The catalog name (`catalog_name` of the SQL catalog; default `lethe`).
+    pub catalog_name: Option<String>,
+    /// `[storage]` for an object-storage warehouse.
+    pub storage: lethe::config::StorageConfig,
 }
 
 impl DemoOptions {
@@ -242,7 +278,51 @@ impl DemoOptions {
             force: false,
             app_db: appdb::AppDb::Sqlite,
             stores: false,
+            catalog: DemoCatalog::Sqlite,
+            catalog_name: None,
+            storage: Default::default(),
         }
+    }
+
+    /// The embedded demo in `dir` at `scale` with `seed`.
+    pub fn embedded(dir: PathBuf, scale: u32, seed: u64, force: bool) -> Self {
+        DemoOptions {
+            scale,
+            seed,
+            force,
+            ..DemoOptions::new(dir)
+        }
+    }
+
+    /// The `lethe.toml` of this demo.
+    fn config_text(&self) -> String {
+        let name = self.catalog_name.clone().unwrap_or_else(|| "lethe".into());
+        let catalog = match &self.catalog {
+            DemoCatalog::Sqlite => {
+                return Config::render(&name, "sqlite:catalog.db", "warehouse", &["raw"]);
+            }
+            DemoCatalog::Postgres { uri, warehouse } => lethe::config::CatalogConfig {
+                kind: "sql".into(),
+                name,
+                uri: uri.clone(),
+                warehouse: warehouse.clone(),
+                ..Default::default()
+            },
+            DemoCatalog::Rest {
+                uri,
+                warehouse,
+                sigv4,
+            } => lethe::config::CatalogConfig {
+                kind: "rest".into(),
+                name,
+                uri: uri.clone(),
+                warehouse: warehouse.clone(),
+                sigv4: sigv4.as_ref().map(|_| true),
+                signing_name: sigv4.clone(),
+                ..Default::default()
+            },
+        };
+        Config::render_with(&catalog, &self.storage, &["raw"])
     }
 }
 
@@ -315,10 +395,23 @@ pub async fn init(opts: &DemoOptions, progress: &dyn Fn(&str)) -> Result<DemoRep
         let p = dir.join(sub);
         std::fs::create_dir_all(&p).map_err(|e| Error::io(p.display().to_string(), e))?;
     }
-    write(
-        &config_file,
-        &Config::render("lethe", "sqlite:catalog.db", "warehouse", &["raw"]),
-    )?;
+    let config_text = opts.config_text();
+    // Checked (and, for a production catalog, connected) before anything is written.
+    let config = Config::from_text(&config_file, &config_text)?;
+    let ws = Workspace::open(&config)?;
+    for t in data::TABLES {
+        let name = TableName::parse(t)?;
+        if ws.warehouse.catalog.table_exists(&name).await? {
+            if !opts.force {
+                return Err(Error::invalid(format!(
+                    "{} already holds the demo's table {name}: pass --force to rebuild the demo there",
+                    ws.warehouse.catalog.describe()
+                )));
+            }
+            drop_with_files(&ws, &name).await?;
+        }
+    }
+    write(&config_file, &config_text)?;
     write(&dir.join("governance/metadata.toml"), files::METADATA)?;
     write(&dir.join("governance/retention.toml"), files::RETENTION)?;
     write(&dir.join("governance/subjects.toml"), files::SUBJECTS)?;
@@ -330,7 +423,6 @@ pub async fn init(opts: &DemoOptions, progress: &dyn Fn(&str)) -> Result<DemoRep
     // LETHE_REGISTER_KEY(_FILE) and LETHE_PSEUDONYM_KEY(_FILE).
     lethe::keys::write_random_key(&dir.join("state/register.key"))?;
     lethe::keys::write_random_key(&dir.join("state/pseudonym.key"))?;
-    let ws = Workspace::open(&Config::load(&config_file)?)?;
     let mut report = DemoReport {
         dir: dir.clone(),
         tables: BTreeMap::new(),
@@ -475,6 +567,31 @@ fn write_stores(dir: &Path, db: &appdb::AppDb, generated: &[data::TableData]) ->
 /// The search index's nightly rebuild from support.tickets: documents indexed.
 pub async fn rebuild_index(ws: &Workspace) -> Result<u64> {
     search::rebuild(ws).await
+}
+
+/// Drops a demo table from a production catalog and deletes its files (a rebuild with
+/// `--force`; the SQLite demo removes its whole warehouse folder instead).
+async fn drop_with_files(ws: &Workspace, name: &TableName) -> Result<()> {
+    let wh = &ws.warehouse;
+    let location = match wh.load(name).await {
+        Ok(t) => Some(t.location().to_string()),
+        Err(_) => None,
+    };
+    wh.catalog.drop_table(name).await?;
+    if let Some(loc) = location
+        && wh.store.local_path(&loc).is_err()
+    {
+        let prefix = format!("{}/", loc.trim_end_matches('/'));
+        let files: Vec<String> = wh
+            .store
+            .list(&prefix)?
+            .map(|f| f.map(|f| f.location))
+            .collect::<lethe_iceberg::Result<_>>()?;
+        for f in files {
+            wh.store.delete(&f)?;
+        }
+    }
+    Ok(())
 }
 
 fn write(path: &Path, text: &str) -> Result<()> {

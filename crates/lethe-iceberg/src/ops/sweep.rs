@@ -9,9 +9,13 @@
 //! files. `min_age = 0` is only for a single writer.
 //!
 //! Locations are compared after normalising scheme and authority (`file:/x`, `file:///x`,
-//! `/x`); when a referenced location's form can't be matched to the store, the sweep refuses
-//! to delete anything in that table. Files under another table's location nested inside this
-//! one are left alone.
+//! `/x`; `s3://`, `s3a://`, `s3n://` in the warehouse's bucket); when a referenced location's
+//! form can't be matched to the store, the sweep refuses to delete anything in that table.
+//! Files under another table's location nested inside this one are left alone. The listing
+//! streams: a prefix of millions of objects is walked, never held.
+//!
+//! In a versioned bucket a removed file survives as a noncurrent version; [`purge_versions`]
+//! deletes those by version id.
 
 use std::collections::HashSet;
 
@@ -37,6 +41,9 @@ pub struct Unreferenced {
     pub removed: bool,
 }
 
+/// Unreferenced files a report lists one by one; past this, only counted.
+pub const LISTED_MAX: usize = 10_000;
+
 /// What a sweep found and did.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct SweepReport {
@@ -46,7 +53,10 @@ pub struct SweepReport {
     pub files: usize,
     /// Files the metadata references.
     pub referenced: usize,
-    /// Unreferenced files.
+    /// Unreferenced files found (all of them, listed or not).
+    pub unreferenced_count: usize,
+    /// Unreferenced files, the first [`LISTED_MAX`] in listing order (the listing streams, so
+    /// a prefix of millions of objects is never held).
     pub unreferenced: Vec<Unreferenced>,
     /// How many were removed.
     pub removed: usize,
@@ -112,6 +122,7 @@ pub async fn sweep(
         ..Default::default()
     };
     for f in wh.store.list(&root)? {
+        let f = f?;
         if nested.iter().any(|n| f.location.starts_with(n)) {
             continue;
         }
@@ -130,12 +141,50 @@ pub async fn sweep(
             wh.store.delete(&f.location)?;
             report.removed += 1;
         }
-        report.unreferenced.push(Unreferenced {
-            location: f.location,
-            size: f.size,
-            age_seconds: age.num_seconds(),
-            removed,
-        });
+        report.unreferenced_count += 1;
+        if report.unreferenced.len() < LISTED_MAX {
+            report.unreferenced.push(Unreferenced {
+                location: f.location,
+                size: f.size,
+                age_seconds: age.num_seconds(),
+                removed,
+            });
+        }
+    }
+    Ok(report)
+}
+
+/// What purging a table's noncurrent versions did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct PurgeReport {
+    /// The table.
+    pub table: String,
+    /// Noncurrent versions deleted by version id.
+    pub versions_deleted: usize,
+    /// Delete markers left (they hold no bytes; removing one could bring an older version
+    /// back as current, so they stay).
+    pub delete_markers: usize,
+}
+
+/// Deletes, by version id, every noncurrent version under a table's location in a versioned
+/// bucket: the bytes a delete (or an overwrite) left behind. Current versions are never
+/// touched, so the table — and any other writer's view of it — is unchanged. On a store
+/// without versions this finds nothing.
+pub async fn purge_versions(wh: &Warehouse, name: &TableName) -> Result<PurgeReport> {
+    let table = wh.load(name).await?;
+    let root = format!("{}/", wh.store.normalize(table.location())?);
+    let mut report = PurgeReport {
+        table: name.to_string(),
+        ..Default::default()
+    };
+    for v in wh.store.list_versions(&root)? {
+        let v = v?;
+        if v.delete_marker {
+            report.delete_markers += 1;
+        } else if !v.current {
+            wh.store.delete_version(&v.location, &v.version)?;
+            report.versions_deleted += 1;
+        }
     }
     Ok(report)
 }

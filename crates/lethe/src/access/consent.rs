@@ -226,7 +226,7 @@ impl Consent {
 
     /// Creates the consent table when it doesn't exist yet.
     pub async fn ensure_table(&self, wh: &Warehouse) -> Result<()> {
-        if wh.catalog.current_location(&self.table).await?.is_some() {
+        if wh.catalog.table_exists(&self.table).await? {
             return Ok(());
         }
         let schema = iceberg::arrow::arrow_schema_to_schema_auto_assign_ids(&self.arrow_schema())?;
@@ -329,7 +329,7 @@ impl Consent {
 
     /// Every record, in the order they were recorded (a missing table has none).
     pub async fn records(&self, wh: &Warehouse) -> Result<Vec<ConsentRecord>> {
-        if wh.catalog.current_location(&self.table).await?.is_none() {
+        if !wh.catalog.table_exists(&self.table).await? {
             return Ok(Vec::new());
         }
         let table = wh.load(&self.table).await?;
@@ -953,13 +953,7 @@ async fn check_table(
         ));
         return Ok(out);
     }
-    if ws
-        .warehouse
-        .catalog
-        .current_location(&p.target)
-        .await?
-        .is_none()
-    {
+    if !ws.warehouse.catalog.table_exists(&p.target).await? {
         return Ok(out);
     }
     let table = ws.warehouse.load(&p.target).await?;
@@ -1028,13 +1022,7 @@ pub async fn seed_from_attributes(ws: &Workspace, source: &str) -> Result<u64> {
     let gov = ws.governance()?;
     let policy = Policy::load(&gov.dir)?;
     let c = Consent::resolve(ws, &gov, &policy).await?;
-    if ws
-        .warehouse
-        .catalog
-        .current_location(&c.table)
-        .await?
-        .is_some()
-    {
+    if ws.warehouse.catalog.table_exists(&c.table).await? {
         return Ok(0);
     }
     let first_seen = gov.subjects.get(&c.subject)?.first_seen.clone();

@@ -78,10 +78,15 @@ pub struct TableResidual {
 pub struct Verdict {
     /// COMPLETE or INCOMPLETE: the subject's rows are gone from every planned table.
     pub logical: String,
-    /// COMPLETE: every file was read and none holds a trace, and every personal column of the
-    /// tables the erasure changed was searched for (or declared not identifying); INCOMPLETE
-    /// when some wasn't; PENDING otherwise.
+    /// PENDING while a stored file (or, in a versioned bucket, a noncurrent version) holds a
+    /// trace or can't be read; INCOMPLETE when some personal column of the tables the erasure
+    /// changed wasn't searched for (nor declared not identifying); otherwise COMPLETE on object
+    /// storage (no object or version holds one), and FILES REMOVED on a local folder — lethe
+    /// unlinked the files but can't claim the medium was sanitised.
     pub physical: String,
+    /// What the physical verdict means on this storage, in words: what was deleted and when
+    /// the service reclaims the space (from `[storage] reclaim`, with its date).
+    pub storage: String,
     /// What remains, in words.
     pub remaining: Vec<String>,
 }
@@ -131,12 +136,18 @@ pub struct Attestation {
     pub dot: String,
 }
 
+/// A physical verdict that answers the request: COMPLETE, or FILES REMOVED on a local folder.
+fn physical_done(physical: &str) -> bool {
+    matches!(physical, "COMPLETE" | "FILES REMOVED")
+}
+
 impl Attestation {
-    /// Exit 0 only when both verdicts are COMPLETE (a restriction's manifest, which deletes
-    /// nothing, is complete as recorded).
+    /// Exit 0 only when both verdicts are complete: logical COMPLETE and physical COMPLETE (or
+    /// FILES REMOVED, on a local folder), neither PENDING nor INCOMPLETE (a restriction's
+    /// manifest, which deletes nothing, is complete as recorded).
     pub fn is_complete(&self) -> bool {
         self.manifest.workflow.restriction.is_some()
-            || (self.verdict.logical == "COMPLETE" && self.verdict.physical == "COMPLETE")
+            || (self.verdict.logical == "COMPLETE" && physical_done(&self.verdict.physical))
     }
 }
 
@@ -314,6 +325,7 @@ pub async fn attest(
             .entry("manifests_rewritten".to_string())
             .or_default() += c.manifests_rewritten as u64;
         *cleanup.entry("files_removed".to_string()).or_default() += c.files_removed as u64;
+        *cleanup.entry("versions_purged".to_string()).or_default() += c.versions_purged as u64;
         too_young += c.files_too_young as u64;
     }
     cleanup.insert("unreferenced_files_left_too_young".into(), too_young);
@@ -343,6 +355,14 @@ pub async fn attest(
         for (f, _) in &report.unreadable {
             remaining.push(format!("{f} can't be read, so it can't be proven clean"));
         }
+    }
+    if let Some(v) = &report.versions
+        && v.noncurrent_holding > 0
+    {
+        remaining.push(format!(
+            "{} noncurrent version(s) in the versioned bucket hold the subject's traces: set [storage] purge_versions = true in lethe.toml and run `lethe erase --resume {request}` to delete them by version id",
+            v.noncurrent_holding
+        ));
     }
     if too_young > 0 {
         remaining.push(format!(
@@ -423,12 +443,30 @@ pub async fn attest(
     if !logical_ok {
         physical_ok = false;
     }
+    let kind = ws.warehouse.store.kind();
+    let storage = storage_statement(ws, &kind, report.versions.as_ref(), &journal);
+    if let lethe_iceberg::store::StoreKind::Object { description } = &kind {
+        residuals.push(Residual {
+            place: format!("the space of deleted objects in {description}"),
+            basis: ws.config.storage.reclaim.clone().unwrap_or_else(|| {
+                "the service reclaims it on its own schedule (not stated: set [storage] reclaim in lethe.toml)".into()
+            }),
+            expires: reclaim_date(ws, &journal).unwrap_or_else(|| "not stated".into()),
+            control: "the objects are deleted (noncurrent versions by id with purge_versions); reads return nothing"
+                .into(),
+        });
+    }
     let mut scan = BTreeMap::new();
     scan.insert("files_read".into(), report.files_read);
     scan.insert("bytes_read".into(), report.bytes_read);
     scan.insert("files_holding".into(), report.files_holding);
     scan.insert("unreadable".into(), report.unreadable.len() as u64);
     scan.insert("prefix_length".into(), report.prefix_len as u64);
+    if let Some(v) = &report.versions {
+        scan.insert("noncurrent_versions_read".into(), v.noncurrent_read);
+        scan.insert("noncurrent_versions_holding".into(), v.noncurrent_holding);
+        scan.insert("delete_markers".into(), v.delete_markers);
+    }
     let mut case_file = BTreeMap::new();
     case_file.insert(
         "sha256_at_erasure".into(),
@@ -471,13 +509,13 @@ pub async fn attest(
             } else {
                 "INCOMPLETE".into()
             },
-            physical: if physical_ok {
-                "COMPLETE".into()
-            } else if !search_complete {
-                "INCOMPLETE".into()
-            } else {
-                "PENDING".into()
+            physical: match (physical_ok, &kind) {
+                (false, _) if !search_complete => "INCOMPLETE".into(),
+                (false, _) => "PENDING".into(),
+                (true, lethe_iceberg::store::StoreKind::Local) => "FILES REMOVED".into(),
+                (true, lethe_iceberg::store::StoreKind::Object { .. }) => "COMPLETE".into(),
             },
+            storage,
             remaining,
         },
         dot: plan_dot(&plan),
@@ -529,7 +567,7 @@ fn certify(
     a: &mut Attestation,
     held: &std::collections::BTreeSet<String>,
 ) -> Result<()> {
-    let answered = a.verdict.physical == "COMPLETE"
+    let answered = physical_done(&a.verdict.physical)
         && (a.verdict.logical == "COMPLETE" || a.verdict.logical == "PARTLY_REFUSED");
     let records = crate::requests::Requests::in_state(&ws.config.paths.state);
     let Some(mut r) = records.find(&a.request)? else {
@@ -605,6 +643,7 @@ fn attest_restriction(ws: &Workspace, r: &crate::requests::Request) -> Result<At
         verdict: Verdict {
             logical,
             physical: "NOT_APPLICABLE".into(),
+            storage: "nothing deleted: a restriction suspends, it doesn't erase".into(),
             remaining,
         },
         dot: String::new(),
@@ -694,6 +733,59 @@ fn workflow_html(a: &Attestation, esc: &dyn Fn(&str) -> String) -> String {
         ));
     }
     h
+}
+
+/// When the space of the erasure's deleted objects is reclaimed: the erasure's end plus
+/// `[storage] reclaim_days`, if stated.
+fn reclaim_date(ws: &Workspace, journal: &Journal) -> Option<String> {
+    let days = ws.config.storage.reclaim_days?;
+    let from = journal
+        .finished_at
+        .as_deref()
+        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+        .map(|t| t.with_timezone(&Utc))
+        .unwrap_or_else(Utc::now);
+    Some(
+        (from + chrono::Duration::days(i64::from(days)))
+            .format("%Y-%m-%d")
+            .to_string(),
+    )
+}
+
+/// The physical verdict in words, for this store.
+fn storage_statement(
+    ws: &Workspace,
+    kind: &lethe_iceberg::store::StoreKind,
+    versions: Option<&crate::erasure::prove::VersionsReport>,
+    journal: &Journal,
+) -> String {
+    match kind {
+        lethe_iceberg::store::StoreKind::Local => {
+            "local folder: files removed; media not sanitised (lethe unlinks files, it does not overwrite the disk)".into()
+        }
+        lethe_iceberg::store::StoreKind::Object { description } => {
+            let purged: usize = journal.cleanup.values().map(|c| c.versions_purged).sum();
+            let versions = match versions {
+                Some(v) if v.versioned && v.noncurrent_holding > 0 => format!(
+                    "; versioned bucket: {} noncurrent version(s) still hold the subject (purge_versions is {})",
+                    v.noncurrent_holding,
+                    if ws.config.storage.purge_versions { "on" } else { "off" }
+                ),
+                Some(v) if v.versioned => format!(
+                    "; versioned bucket: no noncurrent version holds the subject ({purged} deleted by version id, {} read)",
+                    v.noncurrent_read
+                ),
+                _ => String::new(),
+            };
+            let reclaim = match (&ws.config.storage.reclaim, reclaim_date(ws, journal)) {
+                (Some(how), Some(date)) => format!("; the service reclaims the space by {date}: {how}"),
+                (Some(how), None) => format!("; the service reclaims the space: {how}"),
+                (None, Some(date)) => format!("; the service reclaims the space by {date}"),
+                (None, None) => "; when the service reclaims the space is not stated ([storage] reclaim)".into(),
+            };
+            format!("{description}: objects deleted{versions}{reclaim}")
+        }
+    }
 }
 
 /// A DOT drawing of the plan's tables (nodes by action) for people.
@@ -851,7 +943,7 @@ pub fn html(a: &Attestation, plan: &crate::erasure::plan::Plan) -> String {
         "<!doctype html><html><head><meta charset=\"utf-8\"><title>Erasure attestation {req}</title>\
 <style>body{{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left}}.v{{font-size:1.4em;font-weight:bold}}</style></head><body>\
 <h1>Erasure attestation</h1><p>Request <b>{req}</b> (batch {batch}) for a <b>{kind}</b>, register hash <code>{hash}</code>. Received {rec}; erased {era}; certified {cert}.</p>\
-<p class=\"v\">Logical erasure: {log} &middot; Physical purge: {phys}</p>{workflow}<h2>What remains</h2>{rem}\
+<p class=\"v\">Logical erasure: {log} &middot; Physical purge: {phys}</p><p>{storage}</p>{workflow}<h2>What remains</h2>{rem}\
 <h2>Plan</h2><p>Coverage: {disc} tables discovered, {res} resolved automatically, {ex} exempt, {unres} unresolved ({pct:.1}%).</p>{svg}\
 <h2>Manifest: every system ({mstatus})</h2><p>Received {mrec}; due {deadline}; certified {certified}.</p><table><tr><th>system</th><th>kind</th><th>action</th><th>mechanism</th><th>records</th><th>started</th><th>verified</th><th>took</th><th>residual</th></tr>{systems}</table><h3>Hand-offs</h3>{hand_offs}\
 <h2>Per table</h2><table><tr><th>table</th><th>action</th><th>rows affected</th><th>commits</th><th>residual</th></tr>{rows}</table>\
@@ -872,6 +964,7 @@ pub fn html(a: &Attestation, plan: &crate::erasure::plan::Plan) -> String {
         workflow = workflow_html(a, &esc),
         log = a.verdict.logical,
         phys = a.verdict.physical,
+        storage = esc(&a.verdict.storage),
         rem = list(&a.verdict.remaining),
         disc = a.coverage.discovered,
         res = a.coverage.resolved,

@@ -9,7 +9,9 @@
 //! values included).
 //!
 //! A file that can't be read is listed as unreadable and the result is INCOMPLETE: a file that
-//! can't be read can't be proven clean. Reports name files, places and kinds of traces, never a
+//! can't be read can't be proven clean. On object storage every object under the warehouse is
+//! read through the store, and on a versioned bucket every noncurrent version too (reported
+//! as `location?versionId=V`): a deleted object survives there until it is deleted by id. Reports name files, places and kinds of traces, never a
 //! value.
 
 use std::collections::{BTreeMap, HashSet};
@@ -18,10 +20,12 @@ use std::path::PathBuf;
 use lethe_scan::{IdTrace, IdValue, ScanOptions, ScanReport, SubjectTraces, TraceSet, ValueTrace};
 use serde::Serialize;
 
+use crate::config::WarehouseLocation;
 use crate::erasure::case::CaseFile;
 use crate::error::{Error, Result};
 use crate::workspace::Workspace;
 use lethe_iceberg::metrics::{MetricsConfig, MetricsMode, primitive_leaves};
+use lethe_iceberg::store::FileStore;
 
 /// A hit as reported: where, which kind of trace, for which request — never the value.
 #[derive(Debug, Clone, Serialize)]
@@ -51,6 +55,22 @@ pub struct TableCounts {
     pub files_holding: u64,
     /// Files that could not be read.
     pub unreadable: u64,
+    /// Noncurrent versions (versioned bucket) holding a subject's traces.
+    pub versions_holding: u64,
+}
+
+/// What a versioned bucket keeps under the warehouse after deletes.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct VersionsReport {
+    /// Whether any object under the warehouse has a version id (the bucket is or was
+    /// versioned).
+    pub versioned: bool,
+    /// Noncurrent versions read (they still hold the bytes an overwrite or delete replaced).
+    pub noncurrent_read: u64,
+    /// Noncurrent versions holding a subject's traces.
+    pub noncurrent_holding: u64,
+    /// Delete markers (they hold nothing).
+    pub delete_markers: u64,
 }
 
 /// The result of a proof scan.
@@ -72,16 +92,23 @@ pub struct ProveReport {
     pub unreadable: Vec<(String, String)>,
     /// Per table (files outside any table's location are under `(other)`).
     pub tables: BTreeMap<String, TableCounts>,
-    /// Every hit.
+    /// Every hit (noncurrent versions' too, named `location?versionId=V`).
     pub hits: Vec<HitView>,
+    /// Object storage's noncurrent versions and delete markers (None on a local folder).
+    pub versions: Option<VersionsReport>,
     /// Seconds.
     pub seconds: f64,
 }
 
 impl ProveReport {
-    /// True when every file was read and none holds a trace.
+    /// True when every file (and noncurrent version) was read and none holds a trace.
     pub fn is_clean(&self) -> bool {
-        self.files_holding == 0 && self.unreadable.is_empty()
+        self.files_holding == 0
+            && self.unreadable.is_empty()
+            && self
+                .versions
+                .as_ref()
+                .is_none_or(|v| v.noncurrent_holding == 0)
     }
 }
 
@@ -131,7 +158,80 @@ fn traces_of(case: &CaseFile) -> SubjectTraces {
     }
 }
 
+/// What the scan adds up as file reports arrive.
+struct Tally<'a> {
+    cases: &'a [CaseFile],
+    /// Table locations (canonical, with a trailing `/`), longest first.
+    locations: Vec<(String, String)>,
+    tables: BTreeMap<String, TableCounts>,
+    hits: Vec<HitView>,
+    unreadable: Vec<(String, String)>,
+    files_holding: u64,
+}
+
+impl Tally<'_> {
+    fn table_of(&self, location: &str) -> Option<String> {
+        self.locations
+            .iter()
+            .find(|(_, loc)| location.starts_with(loc.as_str()))
+            .map(|(n, _)| n.clone())
+    }
+
+    /// Adds one file's report; `location` is its canonical location (the table it is in is
+    /// found by it), `version` marks a noncurrent version.
+    fn add(&mut self, f: &lethe_scan::FileReport, location: &str, version: bool) -> bool {
+        let table = self.table_of(location);
+        let name = f.path.display().to_string();
+        let c = self
+            .tables
+            .entry(table.clone().unwrap_or_else(|| "(other)".into()))
+            .or_default();
+        if f.is_unreadable() {
+            c.unreadable += 1;
+            if let lethe_scan::FileStatus::Unreadable { reason } = &f.status {
+                self.unreadable.push((name, reason.clone()));
+            }
+            return false;
+        }
+        if !version {
+            c.files_read += 1;
+        }
+        let holding = f.holds_traces();
+        if holding {
+            if version {
+                c.versions_holding += 1;
+            } else {
+                c.files_holding += 1;
+                self.files_holding += 1;
+            }
+        }
+        for h in &f.hits {
+            self.hits.push(HitView {
+                request: self
+                    .cases
+                    .get(h.subject)
+                    .map(|c| c.request.clone())
+                    .unwrap_or_default(),
+                file: name.clone(),
+                table: table.clone(),
+                place: format!("{:?}", h.place),
+                trace: match &h.trace {
+                    lethe_scan::TraceKind::Id { column } => format!("id {column}"),
+                    lethe_scan::TraceKind::Value { kind } => format!("value {kind}"),
+                },
+                detail: h.detail.clone(),
+                count: h.count,
+            });
+        }
+        holding
+    }
+}
+
 /// Scans every file under the warehouse and the configured roots for the traces of `cases`.
+///
+/// A local warehouse is walked as folders; an object-storage warehouse is listed through the
+/// store (streamed: memory doesn't grow with the number of objects), and on a versioned
+/// bucket every noncurrent version is read too — a deleted object's bytes survive there.
 pub async fn prove(
     ws: &Workspace,
     cases: &[CaseFile],
@@ -146,106 +246,200 @@ pub async fn prove(
     let subjects: Vec<SubjectTraces> = cases.iter().map(traces_of).collect();
     let traces = TraceSet::new(&subjects, prefix)?;
     let wh = &ws.warehouse;
-    let mut locations: Vec<(String, PathBuf)> = Vec::new();
-    let mut delete_files: HashSet<PathBuf> = HashSet::new();
+    let store = wh.store.as_ref();
+    let mut locations: Vec<(String, String)> = Vec::new();
+    let mut delete_files: HashSet<String> = HashSet::new();
     for name in wh.tables().await? {
         let t = wh.load(&name).await?;
-        let p = wh.store.local_path(t.location())?;
-        locations.push((name.to_string(), p));
+        let loc = store.normalize(t.location())?;
+        locations.push((name.to_string(), format!("{}/", loc.trim_end_matches('/'))));
         for f in wh.current_files(&t).await? {
             if !f.is_data() {
-                delete_files.insert(wh.store.local_path(f.entry.data_file.file_path())?);
+                delete_files.insert(store.normalize(f.entry.data_file.file_path())?);
             }
         }
     }
     // Longest location first, so a nested table's files are attributed to it.
-    locations.sort_by_key(|(_, p)| std::cmp::Reverse(p.as_os_str().len()));
+    locations.sort_by_key(|(_, p)| std::cmp::Reverse(p.len()));
     let exempt: HashSet<&str> = cases
         .iter()
         .flat_map(|c| c.exempt_tables.iter().map(String::as_str))
         .collect();
-    let values_only: Vec<PathBuf> = locations
+    let values_only: Vec<String> = locations
         .iter()
         .filter(|(n, _)| exempt.contains(n.as_str()))
         .map(|(_, p)| p.clone())
         .collect();
-    let mut roots = vec![ws.config.warehouse_dir()];
+    let mut tally = Tally {
+        cases,
+        locations,
+        tables: BTreeMap::new(),
+        hits: Vec::new(),
+        unreadable: Vec::new(),
+        files_holding: 0,
+    };
+    let mut roots: Vec<String> = Vec::new();
+    let mut local_roots: Vec<PathBuf> = Vec::new();
+    let (mut files_read, mut bytes_read, mut seconds) = (0u64, 0u64, 0f64);
+    let mut versions = None;
+    match ws.config.warehouse_location() {
+        WarehouseLocation::Local(dir) => local_roots.push(dir),
+        WarehouseLocation::Object(root) => {
+            roots.push(root.clone());
+            let root_prefix = format!("{}/", store.normalize(&root)?.trim_end_matches('/'));
+            let entry = |location: String, version: Option<String>, size: u64| {
+                let relative = location
+                    .strip_prefix(&root_prefix)
+                    .unwrap_or(&location)
+                    .to_string();
+                lethe_scan::ObjectEntry {
+                    name: match &version {
+                        Some(v) => format!("{location}?versionId={v}"),
+                        None => location.clone(),
+                    },
+                    values_only: values_only.iter().any(|p| location.starts_with(p.as_str())),
+                    delete_file: version.is_none() && delete_files.contains(&location),
+                    location,
+                    version,
+                    relative,
+                    bytes: size,
+                }
+            };
+            let open = |e: &lethe_scan::ObjectEntry| match &e.version {
+                Some(v) => store
+                    .open_version(&e.location, v)
+                    .map_err(|e| e.to_string()),
+                None => store.open(&e.location).map_err(|e| e.to_string()),
+            };
+            let listing = store.list(&root_prefix)?.map(|f| {
+                f.map(|f| entry(f.location, None, f.size))
+                    .map_err(|e| e.to_string())
+            });
+            let report = tokio::task::block_in_place(|| {
+                lethe_scan::scan_objects(
+                    &traces,
+                    listing,
+                    &open,
+                    0,
+                    &mut |f| {
+                        let loc = f.path.display().to_string();
+                        tally.add(&f, &loc, false);
+                    },
+                    &|p| {
+                        if p.files_done % 200 == 0 {
+                            progress(&format!(
+                                "scanned {} objects, {} MiB",
+                                p.files_done,
+                                p.bytes_done >> 20
+                            ));
+                        }
+                    },
+                )
+            })?;
+            files_read += report.files_read;
+            bytes_read += report.bytes_read;
+            seconds += report.seconds;
+            // What a versioned bucket keeps: noncurrent versions are read like any object.
+            let mut v = VersionsReport::default();
+            let markers = std::sync::atomic::AtomicU64::new(0);
+            let versioned = std::sync::atomic::AtomicBool::new(false);
+            let listing = store
+                .list_versions(&root_prefix)?
+                .filter_map(|item| match item {
+                    Err(e) => Some(Err(e.to_string())),
+                    Ok(sv) => {
+                        if sv.version != "null" {
+                            versioned.store(true, std::sync::atomic::Ordering::Relaxed);
+                        }
+                        if sv.delete_marker {
+                            markers.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            None
+                        } else if sv.current {
+                            None
+                        } else {
+                            Some(Ok(entry(sv.location, Some(sv.version), sv.size)))
+                        }
+                    }
+                });
+            let mut read = 0u64;
+            let mut holding = 0u64;
+            let report = tokio::task::block_in_place(|| {
+                lethe_scan::scan_objects(
+                    &traces,
+                    listing,
+                    &open,
+                    0,
+                    &mut |f| {
+                        let loc = f.path.display().to_string();
+                        let loc = loc.split("?versionId=").next().unwrap_or(&loc).to_string();
+                        if !f.is_unreadable() {
+                            read += 1;
+                        }
+                        if tally.add(&f, &loc, true) {
+                            holding += 1;
+                        }
+                    },
+                    &|p| {
+                        if p.files_done % 200 == 0 {
+                            progress(&format!("scanned {} noncurrent versions", p.files_done));
+                        }
+                    },
+                )
+            })?;
+            seconds += report.seconds;
+            v.noncurrent_read = read;
+            v.noncurrent_holding = holding;
+            v.delete_markers = markers.into_inner();
+            v.versioned = versioned.into_inner();
+            versions = Some(v);
+        }
+    }
     for r in &ws.config.scan_roots {
         if r.exists() {
-            roots.push(r.clone());
+            local_roots.push(r.clone());
         }
     }
-    let options = ScanOptions {
-        roots: roots.clone(),
-        values_only,
-        delete_files,
-        threads: 0,
-    };
-    let report: ScanReport = tokio::task::block_in_place(|| {
-        lethe_scan::scan(&traces, &options, &|p| {
-            if p.files_done % 50 == 0 || p.files_done == p.files_total {
-                progress(&format!(
-                    "scanned {}/{} files, {} MiB",
-                    p.files_done,
-                    p.files_total,
-                    p.bytes_done >> 20
-                ));
-            }
-        })
-    })?;
-    let table_of = |path: &std::path::Path| -> Option<String> {
-        locations
-            .iter()
-            .find(|(_, loc)| path.starts_with(loc))
-            .map(|(n, _)| n.clone())
-    };
-    let mut tables: BTreeMap<String, TableCounts> = BTreeMap::new();
-    let mut hits = Vec::new();
-    let mut unreadable = Vec::new();
-    for f in &report.files {
-        let table = table_of(&f.path);
-        let c = tables
-            .entry(table.clone().unwrap_or_else(|| "(other)".into()))
-            .or_default();
-        if f.is_unreadable() {
-            c.unreadable += 1;
-            if let lethe_scan::FileStatus::Unreadable { reason } = &f.status {
-                unreadable.push((f.path.display().to_string(), reason.clone()));
-            }
-            continue;
+    if !local_roots.is_empty() {
+        roots.extend(local_roots.iter().map(|r| r.display().to_string()));
+        let local = lethe_iceberg::store::LocalStore::new();
+        let to_path = |l: &String| local.local_path(l).ok();
+        let options = ScanOptions {
+            roots: local_roots.clone(),
+            values_only: values_only.iter().filter_map(to_path).collect(),
+            delete_files: delete_files.iter().filter_map(to_path).collect(),
+            threads: 0,
+        };
+        let report: ScanReport = tokio::task::block_in_place(|| {
+            lethe_scan::scan(&traces, &options, &|p| {
+                if p.files_done % 50 == 0 || p.files_done == p.files_total {
+                    progress(&format!(
+                        "scanned {}/{} files, {} MiB",
+                        p.files_done,
+                        p.files_total,
+                        p.bytes_done >> 20
+                    ));
+                }
+            })
+        })?;
+        for f in &report.files {
+            let loc = local.location_of(&f.path);
+            tally.add(f, &loc, false);
         }
-        c.files_read += 1;
-        if f.holds_traces() {
-            c.files_holding += 1;
-        }
-        for h in &f.hits {
-            hits.push(HitView {
-                request: cases
-                    .get(h.subject)
-                    .map(|c| c.request.clone())
-                    .unwrap_or_default(),
-                file: f.path.display().to_string(),
-                table: table.clone(),
-                place: format!("{:?}", h.place),
-                trace: match &h.trace {
-                    lethe_scan::TraceKind::Id { column } => format!("id {column}"),
-                    lethe_scan::TraceKind::Value { kind } => format!("value {kind}"),
-                },
-                detail: h.detail.clone(),
-                count: h.count,
-            });
-        }
+        files_read += report.files_read;
+        bytes_read += report.bytes_read;
+        seconds += report.seconds;
     }
     Ok(ProveReport {
-        roots: roots.iter().map(|r| r.display().to_string()).collect(),
+        roots,
         prefix_len: prefix,
         subjects: cases.len(),
-        files_read: report.files_read,
-        bytes_read: report.bytes_read,
-        files_holding: report.files_holding,
-        unreadable,
-        tables,
-        hits,
-        seconds: report.seconds,
+        files_read,
+        bytes_read,
+        files_holding: tally.files_holding,
+        unreadable: tally.unreadable,
+        tables: tally.tables,
+        hits: tally.hits,
+        versions,
+        seconds,
     })
 }

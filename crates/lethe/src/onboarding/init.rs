@@ -5,15 +5,22 @@
 //! table and no exceptions — and empty `pipelines/`, `lineage/` and `state/` folders.
 //!
 //! What it guarantees:
-//! - it never changes the catalog or the warehouse: the catalog database is opened read-only
-//!   and checked to be an Iceberg SQL catalog (the `iceberg_tables` table PyIceberg's
-//!   `SqlCatalog` and Java's `JdbcCatalog` share) before anything is written; table metadata is
-//!   only read;
+//! - it never changes the catalog or the warehouse: a SQLite catalog database is opened
+//!   read-only and a PostgreSQL one only queried, each checked to be an Iceberg SQL catalog (the
+//!   `iceberg_tables` table PyIceberg's `SqlCatalog` and Java's `JdbcCatalog` share); a REST
+//!   catalog is only asked for its configuration and tables; an S3 bucket is only listed;
+//!   table metadata is only read — all before anything is written;
 //! - it refuses a folder that already holds a configuration (`lethe.toml`, or governance files)
 //!   unless forced, and even forced it never overwrites a governance file: a person's reviewed
 //!   decisions are kept, only `lethe.toml` is written again;
 //! - a missing catalog file, a file that isn't SQLite, a SQLite file that isn't an Iceberg SQL
-//!   catalog and a warehouse that isn't a local folder are errors that say so.
+//!   catalog, an unreachable or refusing catalog, a missing bucket and a warehouse that is
+//!   neither a local folder nor `s3://` are errors that say so.
+//!
+//! `--catalog` takes `sqlite:PATH` (or the file's path), `postgresql://user@host:port/db` (the
+//! password from `$PGPASSWORD`) or `rest+http(s)://host:port` (auth from
+//! `$LETHE_REST_CREDENTIAL` / `$LETHE_REST_TOKEN`, or SigV4); `--warehouse` a folder or
+//! `s3://bucket/prefix` (a REST catalog's warehouse, e.g. `s3://warehouse`).
 //!
 //! When the catalog holds one catalog name, it is used; with several, `--name` picks one.
 
@@ -22,10 +29,12 @@ use std::path::{Path, PathBuf};
 use iceberg::spec::{PrimitiveType, TableMetadata, Type};
 use serde::Serialize;
 
-use crate::config::{CONFIG_FILE, Config, sqlite_path, warehouse_path};
+use crate::config::{
+    CONFIG_FILE, CatalogConfig, Config, StorageConfig, WarehouseLocation, is_postgres_uri,
+    redact_uri, sqlite_path, uri_has_password, warehouse_location,
+};
 use crate::error::{Error, Result};
 use lethe_iceberg::catalog::{list_sql_catalog, probe_sql_catalog};
-use lethe_iceberg::store::{FileStore, LocalStore};
 use lethe_iceberg::table::parse_metadata;
 
 /// Options of `lethe init`.
@@ -33,10 +42,15 @@ use lethe_iceberg::table::parse_metadata;
 pub struct InitOptions {
     /// The folder to write into (created if missing).
     pub dir: PathBuf,
-    /// The catalog: `sqlite:PATH`, `sqlite:////ABSOLUTE`, or a path to the SQLite file.
+    /// The catalog: `sqlite:PATH`, `sqlite:////ABSOLUTE`, a path to the SQLite file,
+    /// `postgresql://user@host:port/db` or `rest+http(s)://host:port`.
     pub catalog: String,
-    /// The warehouse folder: a path or `file:///ABSOLUTE`.
+    /// The warehouse: a folder, `file:///ABSOLUTE`, or `s3://bucket/prefix`.
     pub warehouse: String,
+    /// `[storage]` settings for an `s3://` warehouse (endpoint, region, path style).
+    pub storage: StorageConfig,
+    /// REST: sign requests with SigV4 (signing name) instead of OAuth2 / bearer tokens.
+    pub sigv4_signing_name: Option<String>,
     /// The catalog name (`catalog_name` in `iceberg_tables`); found in the catalog when omitted.
     pub name: Option<String>,
     /// Write `lethe.toml` again although the folder holds a configuration.
@@ -61,10 +75,10 @@ pub struct InitReport {
     pub dir: PathBuf,
     /// The catalog name used.
     pub catalog_name: String,
-    /// The catalog database.
-    pub catalog_db: PathBuf,
-    /// The warehouse folder.
-    pub warehouse: PathBuf,
+    /// The catalog, as lethe.toml names it (no password).
+    pub catalog: String,
+    /// The warehouse location.
+    pub warehouse: String,
     /// The catalog's tables.
     pub tables: Vec<TableSeen>,
     /// Files written.
@@ -87,6 +101,46 @@ fn absolute(p: &Path) -> Result<PathBuf> {
     Ok(p.components().collect())
 }
 
+/// What a `--catalog` argument names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CatalogArg {
+    /// A SQLite catalog database.
+    Sqlite(PathBuf),
+    /// A SQL catalog on PostgreSQL (a URI without password).
+    Postgres(String),
+    /// A REST catalog's base URI.
+    Rest(String),
+}
+
+/// Parses a `--catalog` argument, resolving paths against the working directory.
+pub fn catalog_arg(arg: &str) -> Result<CatalogArg> {
+    if is_postgres_uri(arg) {
+        if uri_has_password(arg) {
+            return Err(Error::invalid(format!(
+                "`{}`: don't put the password in the URI (it would land in lethe.toml and in the shell's history); set PGPASSWORD",
+                redact_uri(arg)
+            )));
+        }
+        return Ok(CatalogArg::Postgres(arg.to_string()));
+    }
+    if let Some(rest) = arg.strip_prefix("rest+") {
+        if !(rest.starts_with("http://") || rest.starts_with("https://")) {
+            return Err(Error::invalid(format!(
+                "`{}` is not a REST catalog URI: use rest+http://host:port or rest+https://host",
+                redact_uri(arg)
+            )));
+        }
+        if uri_has_password(rest) {
+            return Err(Error::invalid(format!(
+                "`{}`: don't put credentials in the URI; set LETHE_REST_CREDENTIAL or LETHE_REST_TOKEN",
+                redact_uri(arg)
+            )));
+        }
+        return Ok(CatalogArg::Rest(rest.trim_end_matches('/').to_string()));
+    }
+    Ok(CatalogArg::Sqlite(catalog_db(arg)?))
+}
+
 /// The catalog database a `--catalog` argument names, resolved against the working directory.
 pub fn catalog_db(arg: &str) -> Result<PathBuf> {
     let cwd = std::env::current_dir().map_err(|e| Error::io(".", e))?;
@@ -99,7 +153,8 @@ pub fn catalog_db(arg: &str) -> Result<PathBuf> {
     }
     if arg.contains("://") {
         return Err(Error::invalid(format!(
-            "`{arg}`: lethe works with Iceberg SQL catalogs on SQLite today (sqlite:PATH); REST and other catalogs come later"
+            "`{}`: give sqlite:PATH, postgresql://user@host:port/db or rest+http(s)://host:port",
+            redact_uri(arg)
         )));
     }
     absolute(Path::new(arg))
@@ -198,8 +253,38 @@ fn has_configuration(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// The catalog name to use: the one asked for, or the only one the catalog holds.
+fn pick_name(asked: &Option<String>, names: &[(String, usize)], place: &str) -> Result<String> {
+    match asked {
+        Some(n) => {
+            if !names.is_empty() && !names.iter().any(|(x, _)| x == n) {
+                return Err(Error::invalid(format!(
+                    "the catalog has no tables under the name `{n}` (names in {place}: {})",
+                    names
+                        .iter()
+                        .map(|(x, c)| format!("{x} ({c} tables)"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
+            Ok(n.clone())
+        }
+        None => match names {
+            [] => Ok("lethe".to_string()),
+            [(one, _)] => Ok(one.clone()),
+            many => Err(Error::invalid(format!(
+                "{place} holds several catalogs ({}): pick one with --name",
+                many.iter()
+                    .map(|(x, c)| format!("{x} ({c} tables)"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))),
+        },
+    }
+}
+
 /// Writes a lethe folder for an existing catalog.
-pub fn init(opts: &InitOptions) -> Result<InitReport> {
+pub async fn init(opts: &InitOptions) -> Result<InitReport> {
     let dir = absolute(&opts.dir)?;
     let existing = has_configuration(&dir);
     if !existing.is_empty() && !opts.force {
@@ -213,93 +298,140 @@ pub fn init(opts: &InitOptions) -> Result<InitReport> {
                 .join(", ")
         )));
     }
-    let db: PathBuf = catalog_db(&opts.catalog)?.components().collect();
-    let probe = probe_sql_catalog(&db)?;
-    let name = match &opts.name {
-        Some(n) => {
-            if !probe.names.is_empty() && !probe.names.iter().any(|(x, _)| x == n) {
-                return Err(Error::invalid(format!(
-                    "the catalog has no tables under the name `{n}` (names in {}: {})",
-                    db.display(),
-                    probe
-                        .names
-                        .iter()
-                        .map(|(x, c)| format!("{x} ({c} tables)"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )));
-            }
-            n.clone()
-        }
-        None => match probe.names.as_slice() {
-            [] => "lethe".to_string(),
-            [(one, _)] => one.clone(),
-            many => {
-                return Err(Error::invalid(format!(
-                    "{} holds several catalogs ({}): pick one with --name",
-                    db.display(),
-                    many.iter()
-                        .map(|(x, c)| format!("{x} ({c} tables)"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )));
-            }
-        },
-    };
+    let target = catalog_arg(&opts.catalog)?;
     let cwd = std::env::current_dir().map_err(|e| Error::io(".", e))?;
-    let warehouse: PathBuf = warehouse_path(&cwd, &opts.warehouse)
-        .ok_or_else(|| {
-            Error::invalid(format!(
-                "`{}` is not a local folder: use a path or file:///ABSOLUTE (object storage comes later)",
-                opts.warehouse
-            ))
-        })?
-        .components()
-        .collect();
-    if !warehouse.is_dir() {
-        return Err(Error::invalid(format!(
-            "the warehouse folder {} does not exist",
-            warehouse.display()
-        )));
-    }
+    let warehouse = warehouse_location(&cwd, &opts.warehouse).ok_or_else(|| {
+        Error::invalid(format!(
+            "`{}` is not a warehouse location: use a folder, file:///ABSOLUTE or s3://bucket/prefix",
+            opts.warehouse
+        ))
+    })?;
+    let warehouse = match warehouse {
+        WarehouseLocation::Local(p) => {
+            let p: PathBuf = p.components().collect();
+            if matches!(target, CatalogArg::Rest(_)) {
+                return Err(Error::invalid(format!(
+                    "`{}`: a REST catalog's warehouse is in object storage: give it as s3://bucket",
+                    opts.warehouse
+                )));
+            }
+            if !p.is_dir() {
+                return Err(Error::invalid(format!(
+                    "the warehouse folder {} does not exist",
+                    p.display()
+                )));
+            }
+            WarehouseLocation::Local(p)
+        }
+        other => other,
+    };
+    // What lethe.toml will say, parsed as lethe will parse it (nothing is written yet).
+    let (kind, uri, place) = match &target {
+        CatalogArg::Sqlite(db) => {
+            let db: PathBuf = db.components().collect();
+            let w = written_path(&dir, &db);
+            let uri = if Path::new(&w).is_absolute() {
+                format!("sqlite:///{w}")
+            } else {
+                format!("sqlite:{w}")
+            };
+            ("sql", uri, db.display().to_string())
+        }
+        CatalogArg::Postgres(u) => ("sql", u.clone(), redact_uri(u)),
+        CatalogArg::Rest(u) => ("rest", u.clone(), u.clone()),
+    };
+    let names = match &target {
+        CatalogArg::Sqlite(db) => probe_sql_catalog(db)?.names,
+        _ => Vec::new(),
+    };
+    let render = |name: &str| {
+        let catalog = CatalogConfig {
+            kind: kind.into(),
+            name: name.into(),
+            uri: uri.clone(),
+            warehouse: match &warehouse {
+                WarehouseLocation::Local(p) => written_path(&dir, p),
+                WarehouseLocation::Object(s) => s.clone(),
+            },
+            sigv4: opts.sigv4_signing_name.as_ref().map(|_| true),
+            signing_name: opts.sigv4_signing_name.clone(),
+            ..Default::default()
+        };
+        Config::render_with(&catalog, &opts.storage, &[])
+    };
+    let cfg = dir.join(CONFIG_FILE);
     // The tables, read only.
     let mut seen = Vec::new();
     let mut metas: Vec<(String, Option<TableMetadata>)> = Vec::new();
-    for (t, loc) in list_sql_catalog(&db, &name)? {
-        let m = match loc {
-            Some(l) => LocalStore::new()
-                .read(&l)
-                .and_then(|bytes| parse_metadata(&l, &bytes))
-                .map_err(Error::from),
-            None => Err(Error::invalid("no metadata location in the catalog")),
-        };
-        seen.push(TableSeen {
-            table: t.clone(),
-            columns: m
-                .as_ref()
-                .map_or(0, |m| m.current_schema().as_struct().fields().len()),
-            unreadable: m.as_ref().err().map(|e| e.to_string()),
-        });
-        metas.push((t, m.ok()));
+    let name;
+    let config;
+    match &target {
+        CatalogArg::Sqlite(db) => {
+            name = pick_name(&opts.name, &names, &place)?;
+            config = Config::from_text(&cfg, &render(&name))?;
+            let (store, _) = crate::workspace::open_store_existing(&config)?;
+            for (t, loc) in list_sql_catalog(db, &name)? {
+                let m = match loc {
+                    Some(l) => store
+                        .read(&l)
+                        .and_then(|bytes| parse_metadata(&l, &bytes))
+                        .map_err(Error::from),
+                    None => Err(Error::invalid("no metadata location in the catalog")),
+                };
+                seen.push(TableSeen {
+                    table: t.clone(),
+                    columns: m
+                        .as_ref()
+                        .map_or(0, |m| m.current_schema().as_struct().fields().len()),
+                    unreadable: m.as_ref().err().map(|e| e.to_string()),
+                });
+                metas.push((t, m.ok()));
+            }
+        }
+        _ => {
+            let probe = Config::from_text(&cfg, &render(opts.name.as_deref().unwrap_or("lethe")))?;
+            name = if let CatalogArg::Postgres(_) = target {
+                let sql = lethe_iceberg::catalog::SqlCatalog::connect_postgres_existing(
+                    "lethe",
+                    &uri,
+                    crate::workspace::postgres_password(&probe)?,
+                )
+                .await?;
+                pick_name(&opts.name, &sql.catalog_names().await?, &place)?
+            } else {
+                opts.name.clone().unwrap_or_else(|| "lethe".into())
+            };
+            config = Config::from_text(&cfg, &render(&name))?;
+            let (store, _) = crate::workspace::open_store_existing(&config)?;
+            let catalog = crate::workspace::open_catalog_with(&config, false)?;
+            for t in catalog.list_tables().await? {
+                let m = catalog
+                    .load_table(&t, store.as_ref())
+                    .await
+                    .map(|l| (*l.metadata).clone())
+                    .map_err(Error::from);
+                seen.push(TableSeen {
+                    table: t.to_string(),
+                    columns: m
+                        .as_ref()
+                        .map_or(0, |m| m.current_schema().as_struct().fields().len()),
+                    unreadable: m.as_ref().err().map(|e| e.to_string()),
+                });
+                metas.push((t.to_string(), m.ok()));
+            }
+        }
     }
     // Write.
     std::fs::create_dir_all(&dir).map_err(|e| Error::io(dir.display().to_string(), e))?;
     let mut written = Vec::new();
     let mut kept = Vec::new();
-    let uri = format!("sqlite:{}", {
-        let w = written_path(&dir, &db);
-        if Path::new(&w).is_absolute() {
-            format!("///{w}")
-        } else {
-            w
-        }
-    });
-    let cfg = dir.join(CONFIG_FILE);
-    let text = Config::render(&name, &uri, &written_path(&dir, &warehouse), &[]);
-    std::fs::write(&cfg, text).map_err(|e| Error::io(cfg.display().to_string(), e))?;
+    let text = render(&name);
+    std::fs::write(&cfg, &text).map_err(|e| Error::io(cfg.display().to_string(), e))?;
     // The file must load as lethe will load it.
     let loaded = Config::load(&cfg)?;
-    if loaded.catalog_db() != db || loaded.warehouse_dir() != warehouse {
+    if loaded.catalog_db() != config.catalog_db()
+        || loaded.warehouse_location() != config.warehouse_location()
+    {
         return Err(Error::Internal(format!(
             "{} resolves to another catalog or warehouse than given",
             cfg.display()
@@ -345,8 +477,8 @@ pub fn init(opts: &InitOptions) -> Result<InitReport> {
     Ok(InitReport {
         dir,
         catalog_name: name,
-        catalog_db: db,
-        warehouse,
+        catalog: place,
+        warehouse: config.warehouse_location().uri(),
         tables: seen,
         written,
         kept,
@@ -365,6 +497,22 @@ mod tests {
             PathBuf::from("/abs/c.db")
         );
         assert!(catalog_db("postgresql://host/db").is_err());
+        assert_eq!(
+            catalog_arg("postgresql://u@h:5432/db").unwrap(),
+            CatalogArg::Postgres("postgresql://u@h:5432/db".into())
+        );
+        assert_eq!(
+            catalog_arg("rest+http://127.0.0.1:8181/").unwrap(),
+            CatalogArg::Rest("http://127.0.0.1:8181".into())
+        );
+        let e = catalog_arg("postgresql://u:hunter2@h/db")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("don't put the password") && !e.contains("hunter2"),
+            "{e}"
+        );
+        assert!(catalog_arg("rest+ftp://x").is_err());
         assert!(catalog_db("/abs/c.db").unwrap().is_absolute());
     }
 

@@ -114,6 +114,7 @@ impl HttpStore {
             None => None,
         };
         let timeout = Duration::from_secs(c.timeout_seconds.unwrap_or(10).max(1));
+        lethe_iceberg::io::ensure_tls();
         let client = reqwest::Client::builder()
             .timeout(timeout)
             .connect_timeout(timeout)
@@ -412,7 +413,10 @@ mod tests {
                 "Authorization".into(),
                 SecretString::from("Bearer sekret-123"),
             )),
-            client: reqwest::Client::new(),
+            client: {
+                lethe_iceberg::io::ensure_tls();
+                reqwest::Client::new()
+            },
             retries: 1,
             backoff: Duration::from_millis(1),
             timeout: Duration::from_secs(1),

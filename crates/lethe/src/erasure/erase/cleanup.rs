@@ -3,7 +3,10 @@
 //! Per table, five phases, each recorded in the journal when done: expire every snapshot
 //! older than the erasure's commits, rewrite manifests holding DELETED entries, expire the
 //! intermediate snapshot that rewrite leaves, empty the metadata log, and sweep unreferenced
-//! files older than the minimum age.
+//! files older than the minimum age. With `[storage] purge_versions = true` a sixth phase
+//! deletes, by version id, the noncurrent versions a versioned bucket keeps under the table
+//! (the removed files' bytes); without it the phase is not recorded, so turning it on later
+//! and running the erasure again (`lethe erase --resume REQUEST`) purges then.
 
 use std::collections::BTreeMap;
 
@@ -12,7 +15,7 @@ use lethe_iceberg::catalog::TableName;
 use lethe_iceberg::commit::{TrimMetadataLog, commit};
 use lethe_iceberg::ops::expire::{Cutoff, ExpireOptions, expire};
 use lethe_iceberg::ops::manifests::rewrite_manifests;
-use lethe_iceberg::ops::sweep::sweep;
+use lethe_iceberg::ops::sweep::{purge_versions, sweep};
 
 use super::durable_step;
 use super::journal::{Journal, TableCleanup, save_journal};
@@ -21,7 +24,40 @@ use crate::error::Result;
 use crate::workspace::Workspace;
 
 /// The cleanup phases, in order.
-const PHASES: [&str; 5] = ["expire", "manifests", "expire-again", "trim-log", "sweep"];
+const PHASES: [&str; 6] = [
+    "expire",
+    "manifests",
+    "expire-again",
+    "trim-log",
+    "sweep",
+    "purge-versions",
+];
+
+/// Whether a finished erasure still has a phase to run: the version purge, turned on after it
+/// finished.
+pub(super) fn pending_phases(ws: &Workspace, journal: &Journal) -> bool {
+    ws.config.storage.purge_versions
+        && changed_tables(journal).iter().any(|t| {
+            !journal
+                .cleanup
+                .get(t)
+                .is_some_and(|c| c.phases.contains("purge-versions"))
+        })
+}
+
+fn changed_tables(journal: &Journal) -> Vec<String> {
+    journal
+        .steps
+        .iter()
+        .filter(|s| {
+            matches!(
+                s.action,
+                Action::Delete | Action::Rewrite | Action::Recompute
+            ) && !s.is_held()
+        })
+        .map(|s| s.table.clone())
+        .collect()
+}
 
 /// Cleans up every table a DELETE, REWRITE or RECOMPUTE step changed, resuming at the first
 /// phase the journal doesn't record as done.
@@ -32,23 +68,15 @@ pub(super) async fn clean_up(
     progress: &dyn Fn(&str),
 ) -> Result<()> {
     let min_age = Duration::seconds(journal.min_age_seconds);
-    let tables: Vec<String> = journal
-        .steps
-        .iter()
-        .filter(|s| {
-            matches!(
-                s.action,
-                Action::Delete | Action::Rewrite | Action::Recompute
-            ) && !s.is_held()
-        })
-        .map(|s| s.table.clone())
-        .collect();
+    let tables = changed_tables(journal);
     let n = tables.len();
     for (k, table) in tables.into_iter().enumerate() {
         let name = TableName::parse(&table)?;
         let mut c = journal.cleanup.get(&table).cloned().unwrap_or_default();
         for phase in PHASES {
-            if c.phases.contains(phase) {
+            if c.phases.contains(phase)
+                || (phase == "purge-versions" && !ws.config.storage.purge_versions)
+            {
                 continue;
             }
             progress(&format!("cleanup {phase} {}/{n} {table}", k + 1));
@@ -97,6 +125,10 @@ async fn run_phase(
         }
         "trim-log" => {
             commit(&ws.warehouse, name, &mut TrimMetadataLog).await?;
+        }
+        "purge-versions" => {
+            let r = purge_versions(&ws.warehouse, name).await?;
+            c.versions_purged += r.versions_deleted;
         }
         _ => {
             let r = sweep(&ws.warehouse, name, min_age, false, ws.clock.as_ref()).await?;

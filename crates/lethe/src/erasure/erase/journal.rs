@@ -54,7 +54,7 @@ pub struct JournalStep {
 /// Cleanup counts for one table.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct TableCleanup {
-    /// Phases done: expire, manifests, expire-again, trim-log, sweep.
+    /// Phases done: expire, manifests, expire-again, trim-log, sweep, purge-versions.
     pub phases: BTreeSet<String>,
     /// Snapshots expired.
     pub snapshots_expired: usize,
@@ -64,6 +64,9 @@ pub struct TableCleanup {
     pub files_removed: usize,
     /// Unreferenced files left because they are younger than the minimum age.
     pub files_too_young: usize,
+    /// Noncurrent versions deleted by version id (`[storage] purge_versions`).
+    #[serde(default)]
+    pub versions_purged: usize,
 }
 
 /// The erasure's journal (`state/erasures/<batch>.json`).

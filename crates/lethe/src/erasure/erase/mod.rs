@@ -127,6 +127,9 @@ pub async fn erase(
     let existing = match earlier_run(ws, &batch, requests, &key)? {
         Earlier::Finished(j) => {
             let mut j = *j;
+            if !opts.dry_run {
+                run_pending_cleanup(ws, &mut j, progress).await?;
+            }
             if opts.dry_run || release_holds(ws, &gov, &mut j, day).await? == 0 {
                 return Ok(EraseReport {
                     journal: j,
@@ -259,6 +262,31 @@ async fn erase_planned(
         already_complete: false,
         dry_run: false,
     })
+}
+
+/// Runs the cleanup phases a finished erasure still lacks (the version purge, turned on with
+/// `[storage] purge_versions` after it finished). Returns whether anything ran.
+pub async fn run_pending_cleanup(
+    ws: &Workspace,
+    journal: &mut Journal,
+    progress: &dyn Fn(&str),
+) -> Result<bool> {
+    if !cleanup::pending_phases(ws, journal) {
+        return Ok(false);
+    }
+    progress(&format!(
+        "erasure {}: purging noncurrent versions",
+        journal.batch
+    ));
+    let tag = journal
+        .requests
+        .iter()
+        .map(|r| r.request.clone())
+        .collect::<Vec<_>>()
+        .join(",");
+    cleanup::clean_up(ws, journal, &tag, progress).await?;
+    save_journal(ws, journal)?;
+    Ok(true)
 }
 
 /// What an earlier run of the same batch left.

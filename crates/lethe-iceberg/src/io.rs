@@ -46,7 +46,9 @@ where
     F::Output: Send + 'static,
 {
     let handle = runtime().spawn(fut);
-    futures::executor::block_on(handle)
+    // Unconstrained: when the calling thread runs a Tokio task, that task's cooperative budget
+    // is never reset while it blocks here, and a budgeted JoinHandle would spin on Pending.
+    futures::executor::block_on(tokio::task::unconstrained(handle))
         .map_err(|e| Error::Internal(format!("an I/O task failed: {e}")))
 }
 
@@ -68,4 +70,43 @@ where
     F: Future<Output = ()> + Send + 'static,
 {
     runtime().spawn(fut);
+}
+
+/// AWS keys held in `secrecy` types, given to the request signer (OpenDAL's and the REST
+/// catalog's). reqsign logs each credential provider with `Debug` at debug level, and its own
+/// static provider derives `Debug` with the keys in it: this one shows nothing.
+#[derive(Clone)]
+pub struct AwsKeys {
+    /// The access key id.
+    pub access_key_id: secrecy::SecretString,
+    /// The secret access key.
+    pub secret_access_key: secrecy::SecretString,
+    /// A session token.
+    pub session_token: Option<secrecy::SecretString>,
+}
+
+impl std::fmt::Debug for AwsKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AwsKeys([redacted])")
+    }
+}
+
+impl reqsign_core::ProvideCredential for AwsKeys {
+    type Credential = reqsign_aws_v4::Credential;
+
+    async fn provide_credential(
+        &self,
+        _: &reqsign_core::Context,
+    ) -> reqsign_core::Result<Option<Self::Credential>> {
+        use secrecy::ExposeSecret;
+        Ok(Some(reqsign_aws_v4::Credential {
+            access_key_id: self.access_key_id.expose_secret().to_string(),
+            secret_access_key: self.secret_access_key.expose_secret().to_string(),
+            session_token: self
+                .session_token
+                .as_ref()
+                .map(|t| t.expose_secret().to_string()),
+            expires_in: None,
+        }))
+    }
 }

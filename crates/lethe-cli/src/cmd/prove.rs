@@ -205,10 +205,20 @@ pub async fn scan(a: ScanArgs, config: Option<&Path>) -> anyhow::Result<ExitCode
                 "CLEAN"
             } else if r.files_holding > 0 {
                 "HOLDING"
+            } else if r.unreadable.is_empty() {
+                "HOLDING (noncurrent versions)"
             } else {
                 "INCOMPLETE"
             }
         );
+        if let Some(v) = &r.versions
+            && v.versioned
+        {
+            println!(
+                "versioned bucket: {} noncurrent version(s) read, {} holding the subject, {} delete marker(s)",
+                v.noncurrent_read, v.noncurrent_holding, v.delete_markers
+            );
+        }
     }
     Ok(if r.is_clean() {
         ExitCode::SUCCESS

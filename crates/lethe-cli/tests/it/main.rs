@@ -15,6 +15,7 @@ mod fixtures;
 mod foreign;
 mod nested;
 mod plan;
+mod production;
 mod prove;
 mod requests;
 mod stores;

@@ -298,16 +298,15 @@ impl RestCatalog {
                     .with_env(reqsign_core::OsEnv);
                 let request_signer = reqsign_aws_v4::RequestSigner::new(signing_name, region);
                 let signer = match keys {
-                    Some((id, secret, token)) => {
-                        let mut p = reqsign_aws_v4::StaticCredentialProvider::new(
-                            id.expose_secret(),
-                            secret.expose_secret(),
-                        );
-                        if let Some(t) = token {
-                            p = p.with_session_token(t.expose_secret());
-                        }
-                        Signer::new(ctx, p, request_signer)
-                    }
+                    Some((id, secret, token)) => Signer::new(
+                        ctx,
+                        io::AwsKeys {
+                            access_key_id: id.clone(),
+                            secret_access_key: secret.clone(),
+                            session_token: token.clone(),
+                        },
+                        request_signer,
+                    ),
                     None => Signer::new(
                         ctx,
                         reqsign_aws_v4::DefaultCredentialProvider::new(),

@@ -164,12 +164,15 @@ impl S3Settings {
             b = b.enable_virtual_host_style();
         }
         if let (Some(k), Some(s)) = (&self.access_key_id, &self.secret_access_key) {
-            b = b
-                .access_key_id(k.expose_secret())
-                .secret_access_key(s.expose_secret());
-            if let Some(t) = &self.session_token {
-                b = b.session_token(t.expose_secret());
-            }
+            // Not the builder's key setters: the keys would sit in its (logged) config and in
+            // reqsign's static provider, whose Debug shows them.
+            b = b.credential_provider_chain(reqsign_core::ProvideCredentialChain::new().push(
+                io::AwsKeys {
+                    access_key_id: k.clone(),
+                    secret_access_key: s.clone(),
+                    session_token: self.session_token.clone(),
+                },
+            ));
         }
         let op = Operator::new(b)
             .map_err(|e| Error::Storage(format!("s3 bucket `{bucket}`: bad settings: {e}")))?
@@ -205,9 +208,14 @@ impl Debug for S3Core {
     }
 }
 
+const NO_CREDENTIALS: &str = "no S3 credentials were found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or the variables [storage] access_key_id_env / secret_access_key_env name), or configure an AWS profile or role";
+
 /// What a failed object operation means, in words a person can act on.
 fn storage_error(what: &str, location: &str, e: &opendal::Error) -> Error {
     use opendal::ErrorKind as K;
+    if e.to_string().contains("failed to load signing credential") {
+        return Error::Storage(format!("{what} {location}: {NO_CREDENTIALS}"));
+    }
     let hint = match e.kind() {
         K::NotFound => "not found",
         K::PermissionDenied => "access denied (check the S3 credentials and the bucket's policy)",
@@ -331,7 +339,9 @@ impl S3Core {
         })?;
         r.map_err(|e| {
             let text = e.to_string();
-            let what = if text.contains("NoSuchBucket") {
+            let what = if text.contains("failed to load signing credential") {
+                return Error::Storage(format!("s3 bucket `{bucket}` at {endpoint}: {NO_CREDENTIALS}"));
+            } else if text.contains("NoSuchBucket") {
                 format!("s3 bucket `{bucket}` does not exist at {endpoint}")
             } else if text.contains("InvalidAccessKeyId")
                 || text.contains("SignatureDoesNotMatch")
@@ -408,7 +418,9 @@ struct ChannelIter<T> {
 impl<T> Iterator for ChannelIter<T> {
     type Item = Result<T>;
     fn next(&mut self) -> Option<Result<T>> {
-        futures::executor::block_on(self.rx.recv())
+        // Unconstrained: called from inside a Tokio task, a budgeted `recv` would keep
+        // answering Pending once the task's budget is spent (it is never reset here).
+        futures::executor::block_on(tokio::task::unconstrained(self.rx.recv()))
     }
 }
 

@@ -881,9 +881,14 @@ async fn bad_input_unreachable_catalog_configured_folder_unreadable_table() {
     let out = init(&text.display().to_string());
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("is not an Iceberg SQL catalog"));
-    let out = init("postgresql://db.example/catalog");
+    // A PostgreSQL catalog nobody listens for (issue 14 made PostgreSQL a catalog).
+    let out = init("postgresql://lethe@127.0.0.1:1/catalog");
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("SQLite"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("postgresql://lethe@127.0.0.1:1/catalog") && err.contains("can't connect"),
+        "{err}"
+    );
     assert!(!home.join("lethe.toml").exists() && !home.join("governance").exists());
 
     // A folder that already holds a configuration: refused, then --force keeps governance.

@@ -65,6 +65,19 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 1)]
         requests: usize,
     },
+    /// Write N empty objects under a location of the workspace's store (the listing
+    /// benchmark's objects), 64 at a time.
+    Objects {
+        /// Where (`s3://bucket/prefix`).
+        #[arg(long)]
+        prefix: String,
+        /// How many.
+        #[arg(long)]
+        count: u64,
+        /// Writes in flight.
+        #[arg(long, default_value_t = 64)]
+        concurrency: usize,
+    },
     /// Plan an erasure on a generated catalog and lineage graph, timed.
     Plan {
         /// Datasets.
@@ -81,6 +94,36 @@ pub enum BenchCommand {
 
 pub async fn run(c: BenchCommand, config: Option<&Path>) -> anyhow::Result<ExitCode> {
     match c {
+        BenchCommand::Objects {
+            prefix,
+            count,
+            concurrency,
+        } => {
+            use futures::StreamExt;
+            let ws = super::workspace(config)?;
+            let io = ws.warehouse.store.file_io().clone();
+            let prefix = prefix.trim_end_matches('/').to_string();
+            let started = Instant::now();
+            let mut writes = futures::stream::iter(0..count)
+                .map(|i| {
+                    let io = io.clone();
+                    let loc = format!("{prefix}/o{i:08}");
+                    async move { io.new_output(&loc)?.write(bytes::Bytes::new()).await }
+                })
+                .buffer_unordered(concurrency.max(1));
+            let mut done = 0u64;
+            while let Some(r) = writes.next().await {
+                r?;
+                done += 1;
+                if done % 50_000 == 0 {
+                    eprintln!("{done} objects written");
+                }
+            }
+            println!(
+                "{}",
+                serde_json::json!({"objects": done, "seconds": started.elapsed().as_secs_f64()})
+            );
+        }
         BenchCommand::Events {
             table,
             rows,

@@ -708,6 +708,15 @@ impl FileStore for S3Store {
         let core = self.core.clone();
         let loc = location.to_string();
         let size = io::block_on(async move { core.size(&loc).await })??;
+        self.open_listed(location, size)
+    }
+
+    fn open_listed(&self, location: &str, size: u64) -> Result<StoredReader> {
+        if size == 0 {
+            // Nothing to fetch (and `key_of` still refuses a location outside the bucket).
+            self.core.key_of(location)?;
+            return Ok(StoredReader::Bytes(Bytes::new()));
+        }
         if size <= READ_WHOLE_MAX {
             return Ok(StoredReader::Bytes(self.read(location)?));
         }

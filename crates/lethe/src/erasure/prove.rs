@@ -309,7 +309,9 @@ pub async fn prove(
                 Some(v) => store
                     .open_version(&e.location, v)
                     .map_err(|e| e.to_string()),
-                None => store.open(&e.location).map_err(|e| e.to_string()),
+                None => store
+                    .open_listed(&e.location, e.bytes)
+                    .map_err(|e| e.to_string()),
             };
             let listing = store.list(&root_prefix)?.map(|f| {
                 f.map(|f| entry(f.location, None, f.size))

@@ -626,7 +626,7 @@ async fn nested_values_are_discovered_declared_erased_searched_and_accounted_for
         "sweep",
     );
     let a = json_of(&home, &["attest", "--request", "erasure-0002", "--json"], 0);
-    assert_eq!(a["verdict"]["physical"], "COMPLETE", "{a:#}");
+    assert_eq!(a["verdict"]["physical"], "FILES REMOVED", "{a:#}");
     assert!(a["mentions"].as_object().unwrap().is_empty());
     assert!(
         a["case_file"]["values_held"]

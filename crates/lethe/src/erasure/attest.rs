@@ -9,7 +9,8 @@
 //! be probed. It includes the request's [`Manifest`] (every system: action, mechanism, records,
 //! timings, residual). It holds no value of the person. Logical erasure is COMPLETE when every
 //! step ran, no planned table's current snapshot holds the subject's rows and every store is
-//! verified (a store with `probe = "none"` never is); physical purge is COMPLETE when, in
+//! verified (a store with `probe = "none"` never is); physical purge is COMPLETE (FILES REMOVED
+//! on a local folder: lethe can't claim the medium was sanitised) when, in
 //! addition, no file holds a trace, every file could be read, and the traces searched for cover
 //! every personal column of the tables the erasure changed ([`crate::erasure::searched`]: the
 //! attestation lists the kinds of trace searched for, and names the personal columns that were

@@ -54,9 +54,9 @@ rest=(--catalog rest --catalog-uri "$LETHE_REST_URI" --warehouse s3://warehouse
   echo "|---|---|---|---|"
   cd "$work"
   echo "building the local demo" >&2
-  "$lethe" demo init --dir local --scale "$SCALE" --json >/dev/null
+  "$lethe" demo init --dir local --warehouse-only --scale "$SCALE" --json >/dev/null
   echo "building the REST demo" >&2
-  "$lethe" demo init --dir rest --scale "$SCALE" "${rest[@]}" --json >/dev/null
+  "$lethe" demo init --dir rest --warehouse-only --scale "$SCALE" "${rest[@]}" --json >/dev/null
   for where in local rest; do
     cd "$work/$where"
     measure "$where: erase" "$lethe" erase --subject learner=3590 --request erasure-0001 --min-age 0
@@ -71,7 +71,7 @@ rest=(--catalog rest --catalog-uri "$LETHE_REST_URI" --warehouse s3://warehouse
   echo "| objects under learning/events/data/bulk/ | written in | sweep --dry-run: wall | sweep: peak RSS | scan: wall | scan: peak RSS |"
   echo "|---|---|---|---|---|---|"
   echo "rebuilding the REST demo at scale 1 for the listing" >&2
-  "$lethe" demo init --dir listing --scale 1 --force "${rest[@]}" --json >/dev/null
+  "$lethe" demo init --dir listing --warehouse-only --scale 1 --force "${rest[@]}" --json >/dev/null
   cd "$work/listing"
   written=0
   for n in $COUNTS; do

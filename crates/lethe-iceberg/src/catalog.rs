@@ -151,6 +151,9 @@ pub trait Catalog: Send + Sync + Debug {
     /// Loads a table's current metadata ([`Error::NoSuchTable`] when it doesn't exist), and
     /// hands the storage settings the catalog gives with it to `store`.
     async fn load_table(&self, table: &TableName, store: &dyn FileStore) -> Result<LoadedTable>;
+    /// The location of the table's current metadata file, without parsing it (None when the
+    /// table doesn't exist): for tables whose metadata the iceberg crate can't represent.
+    async fn metadata_location(&self, table: &TableName) -> Result<Option<String>>;
     /// Whether the client chooses new tables' locations (SQL catalogs) or the catalog does
     /// (REST, when `creation.location` is None).
     fn client_places_tables(&self) -> bool;
@@ -504,6 +507,10 @@ impl Catalog for SqlCatalog {
             .await?
             .ok_or_else(|| Error::NoSuchTable(table.to_string()))?;
         read_metadata(store, table, &location)
+    }
+
+    async fn metadata_location(&self, table: &TableName) -> Result<Option<String>> {
+        self.current_location(table).await
     }
 
     fn client_places_tables(&self) -> bool {

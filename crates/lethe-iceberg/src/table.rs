@@ -14,7 +14,7 @@ use iceberg::TableCreation;
 use iceberg::spec::{
     DataContentType, DataFile, DataFileBuilder, FormatVersion, ManifestContentType, ManifestEntry,
     ManifestFile, ManifestList, ManifestStatus, Schema, Snapshot, SortOrder, TableMetadata,
-    TableMetadataBuilder, UnboundPartitionSpec,
+    UnboundPartitionSpec,
 };
 
 use crate::catalog::{Catalog, TableName};
@@ -118,7 +118,7 @@ impl Warehouse {
     pub async fn raw_columns(&self, name: &TableName) -> Result<Vec<(String, String)>> {
         let location = self
             .catalog
-            .current_location(name)
+            .metadata_location(name)
             .await?
             .ok_or_else(|| Error::NoSuchTable(name.to_string()))?;
         let json = metadata_json(&location, &self.store.read(&location)?)?;

@@ -115,7 +115,7 @@ pub async fn run(c: BenchCommand, config: Option<&Path>) -> anyhow::Result<ExitC
             while let Some(r) = writes.next().await {
                 r?;
                 done += 1;
-                if done % 50_000 == 0 {
+                if done.is_multiple_of(50_000) {
                     eprintln!("{done} objects written");
                 }
             }

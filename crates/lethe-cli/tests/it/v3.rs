@@ -627,7 +627,7 @@ async fn raw_pointers(wh: &Warehouse) -> BTreeMap<String, Option<String>> {
     for n in wh.tables().await.unwrap() {
         out.insert(
             n.to_string(),
-            wh.catalog.current_location(&n).await.unwrap(),
+            wh.catalog.metadata_location(&n).await.unwrap(),
         );
     }
     out
@@ -659,7 +659,8 @@ async fn a_variant_column_is_the_reason_its_step_is_unresolved() {
     wh.store
         .write_new(&next, &serde_json::to_vec(&json).unwrap())
         .unwrap();
-    wh.catalog
+    lethe_iceberg::catalog::SqlCatalog::open(wh.catalog.name(), &f.dir.join("catalog.db"))
+        .unwrap()
         .swap_location(&t.name, &t.metadata_location, &next)
         .await
         .unwrap();

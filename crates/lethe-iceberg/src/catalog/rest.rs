@@ -855,6 +855,19 @@ impl Catalog for RestCatalog {
         self.loaded(table, &v, store)
     }
 
+    async fn metadata_location(&self, table: &TableName) -> Result<Option<String>> {
+        let url = self.table_url(table).await?;
+        let resp = self.send_auth(Method::GET, url, None, true).await?;
+        if resp.status == StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        if !resp.status.is_success() {
+            return Err(self.refused(&format!("loading {table}"), &resp));
+        }
+        let v = resp.json("load table")?;
+        Ok(v["metadata-location"].as_str().map(str::to_string))
+    }
+
     fn client_places_tables(&self) -> bool {
         false
     }

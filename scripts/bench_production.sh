@@ -7,15 +7,19 @@
 #      10,000 100,000 1,000,000) empty objects, added to learning.events' data/ folder of a
 #      scale-1 demo in the REST catalog (`lethe bench objects` writes them, 64 at a time).
 # Everything lives in one mktemp -d folder, removed at the end with the server's data.
-#   usage: bash scripts/bench_production.sh [OUT_FILE]     (set CARGO_TARGET_DIR to reuse a build)
+#   usage: bash scripts/bench_production.sh [OUT_FILE]
+#   (builds target/release/lethe, under CARGO_TARGET_DIR when set; LETHE=path/to/lethe uses that
+#   binary instead; SCALE and COUNTS as above)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SCALE="${SCALE:-10}"
 COUNTS="${COUNTS:-10000 100000 1000000}"
 out="${1:-/dev/stdout}"
-cargo build --release -p lethe-cli >&2
-lethe="${CARGO_TARGET_DIR:-target}/release/lethe"
-lethe="$(realpath "$lethe")"
+if [ -z "${LETHE:-}" ]; then
+  cargo build --release -p lethe-cli >&2
+  LETHE="${CARGO_TARGET_DIR:-target}/release/lethe"
+fi
+lethe="$(realpath "$LETHE")"
 work="$(mktemp -d "${TMPDIR:-/tmp}/lethe-bench14.XXXXXX")"
 state="$work/services"
 mkdir -p "$state"

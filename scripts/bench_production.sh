@@ -12,6 +12,7 @@
 #   binary instead; SCALE and COUNTS as above)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+services="$(pwd)/scripts/services.sh"
 SCALE="${SCALE:-10}"
 COUNTS="${COUNTS:-10000 100000 1000000}"
 out="${1:-/dev/stdout}"
@@ -23,11 +24,11 @@ lethe="$(realpath "$LETHE")"
 work="$(mktemp -d "${TMPDIR:-/tmp}/lethe-bench14.XXXXXX")"
 state="$work/services"
 mkdir -p "$state"
-cleanup() { bash scripts/services.sh stop "$state" >&2 || true; rm -rf "$work"; }
+cleanup() { bash "$services" stop "$state" >&2 || true; rm -rf "$work"; }
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-LETHE_SERVICES_OWNER_PID=$$ bash scripts/services.sh start seaweedfs "$state" >&2
+LETHE_SERVICES_OWNER_PID=$$ bash "$services" start seaweedfs "$state" >&2
 set -a
 # shellcheck disable=SC1091
 . "$state/env"
@@ -72,7 +73,7 @@ rest=(--catalog rest --catalog-uri "$LETHE_REST_URI" --warehouse s3://warehouse
   echo
   echo "### the sweep and the proof scan listing a prefix of N empty objects"
   echo
-  echo "| objects under learning/events/data/bulk/ | written in | sweep --dry-run: wall | sweep: peak RSS | scan: wall | scan: peak RSS |"
+  echo "| objects under learning/events/data/bulk/ | the added ones written in | sweep --dry-run: wall | sweep: peak RSS | scan: wall | scan: peak RSS |"
   echo "|---|---|---|---|---|---|"
   echo "rebuilding the REST demo at scale 1 for the listing" >&2
   "$lethe" demo init --dir listing --warehouse-only --scale 1 --force "${rest[@]}" --json >/dev/null

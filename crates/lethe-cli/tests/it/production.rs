@@ -595,7 +595,10 @@ async fn the_rest_catalog_end_to_end() {
         );
     }
 
-    // lethe erases the learner from Spark's tables; Spark reads every table.
+    // lethe erases the learner from Spark's tables; Spark reads every table. (The demo's
+    // erasure above already planned Spark's tables — discovery finds their learner_id columns
+    // in the same catalog — and deleted the learner's rows there; this `lethe init` folder's
+    // erasure runs over the same catalog again, and takes the payments the demo kept.)
     if let Some(s) = &spark {
         let cfg = tmp.path().join("spark-lethe");
         let out = lethe_ok(
@@ -643,7 +646,7 @@ async fn the_rest_catalog_end_to_end() {
         .unwrap();
         std::fs::create_dir_all(cfg.join("state")).unwrap();
         lethe::keys::write_random_key(&cfg.join("state/register.key")).unwrap();
-        // Only Spark's namespace: the demo's tables are no part of this folder's subject.
+        // subjects.toml names only Spark's tables; discovery adds every learner_id column.
         let out = lethe(
             &cfg,
             &[

@@ -648,7 +648,10 @@ async fn the_drill_passes_on_the_demo_removes_what_it_seeded_and_names_a_table_n
     ))
     .unwrap();
     assert_eq!(r["failures"], serde_json::json!([]));
-    assert_eq!(r["verdict"], serde_json::json!(["COMPLETE", "FILES REMOVED"]));
+    assert_eq!(
+        r["verdict"],
+        serde_json::json!(["COMPLETE", "FILES REMOVED"])
+    );
     let seeded = r["seeded"].as_object().unwrap();
     for t in [
         "crm.learners",

@@ -38,6 +38,7 @@
 
 use std::collections::HashSet;
 use std::fs::File;
+use std::io::Read;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -60,6 +61,11 @@ pub use traces::{IdTrace, IdValue, SubjectTraces, TraceSet, ValueTrace};
 
 use dispatch::Ctx;
 use report::Hits;
+
+/// Files up to this size are read into memory in one read; larger ones are streamed (a
+/// Parquet file page by page, other formats block by block), so a scan holds at most this
+/// much file data per thread (plus one page or block of a larger file).
+pub const WHOLE_FILE: u64 = 8 << 20;
 
 /// Errors of a scan as a whole (a single file's problems are reported in its
 /// [`FileReport`], not here). Messages name paths and indices, never values.
@@ -153,16 +159,23 @@ pub fn scan(
         .iter()
         .filter_map(|p| std::fs::canonicalize(p).ok())
         .collect();
+    // Largest files first, so that no large file is left to one thread at the end; the
+    // reports are put back in walk order.
+    let mut schedule: Vec<usize> = (0..entries.len()).collect();
+    schedule.sort_by_key(|&i| std::cmp::Reverse(entries[i].bytes));
     let next = AtomicUsize::new(0);
     let mut reports: Vec<Option<FileReport>> = (0..entries.len()).map(|_| None).collect();
     let (tx, rx) = mpsc::channel::<(usize, FileReport)>();
     std::thread::scope(|s| {
         for _ in 0..threads {
             let tx = tx.clone();
-            let (next, entries, canonical_deletes) = (&next, &entries, &canonical_deletes);
+            let (next, entries, canonical_deletes, schedule) =
+                (&next, &entries, &canonical_deletes, &schedule);
             s.spawn(move || {
                 loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(&i) = schedule.get(next.fetch_add(1, Ordering::Relaxed)) else {
+                        break;
+                    };
                     let Some(entry) = entries.get(i) else { break };
                     let report = scan_entry(traces, options, canonical_deletes, entry);
                     if tx.send((i, report)).is_err() {
@@ -482,7 +495,18 @@ fn scan_entry(
         values_only,
         marked_delete,
         |ctx| {
-            let file = File::open(&e.path).map_err(|err| format!("cannot open: {err}"))?;
+            let mut file = File::open(&e.path).map_err(|err| format!("cannot open: {err}"))?;
+            if e.bytes <= WHOLE_FILE {
+                // One read instead of one per page or block; larger files are streamed.
+                let mut data = Vec::with_capacity(e.bytes as usize);
+                (&mut file)
+                    .take(WHOLE_FILE + 1)
+                    .read_to_end(&mut data)
+                    .map_err(|err| format!("read error: {err}"))?;
+                if data.len() as u64 <= WHOLE_FILE {
+                    return dispatch::scan_source(Bytes::from(data), &name, ctx, 0);
+                }
+            }
             dispatch::scan_source(file, &name, ctx, 0)
         },
     )

@@ -11,7 +11,7 @@
 //! At most [`MAX_HITS_PER_FILE`] distinct hits are kept per file; further ones are counted in
 //! [`FileReport::hits_omitted`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
 use serde::Serialize;
@@ -212,13 +212,13 @@ pub struct Progress {
     pub bytes_total: u64,
 }
 
-#[derive(Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 enum TraceRef {
     Id(u32),
     Value(u32),
 }
 
-#[derive(Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 struct HitKey {
     subject: u32,
     place: Place,
@@ -304,6 +304,23 @@ impl<'t> Hits<'t> {
         self.traces.mentions_any(hay)
     }
 
+    /// Take over hits recorded out of order, as if each had been recorded in the order of
+    /// its first occurrence (so which hits are kept when a file has more than
+    /// [`MAX_HITS_PER_FILE`] does not depend on the order they were found in).
+    pub fn merge(&mut self, deferred: Deferred) {
+        let mut entries: Vec<(HitKey, DeferredHit)> = deferred.map.into_iter().collect();
+        entries.sort_by_key(|(_, h)| h.order);
+        for (key, h) in entries {
+            if let Some(e) = self.map.get_mut(&key) {
+                e.1 += h.count;
+            } else if self.map.len() >= MAX_HITS_PER_FILE {
+                self.omitted += h.count;
+            } else {
+                self.map.insert(key, (h.detail, h.count));
+            }
+        }
+    }
+
     /// Finish: hits in a stable order, and the omitted count.
     pub fn finish(self) -> (Vec<Hit>, u64) {
         let traces = self.traces;
@@ -326,5 +343,189 @@ impl<'t> Hits<'t> {
             })
             .collect();
         (hits, self.omitted)
+    }
+}
+
+/// Where an occurrence would have been met reading a Parquet file's values batch by batch,
+/// column by column: (batch, leaf column, element in the batch).
+pub(crate) type Order = (u64, u32, u64);
+
+struct DeferredHit {
+    order: Order,
+    detail: String,
+    count: u64,
+}
+
+/// Hits recorded with the position of each occurrence, in any order, for [`Hits::merge`]:
+/// per hit the detail of its earliest occurrence and the count of all.
+pub(crate) struct Deferred<'t> {
+    pub traces: &'t TraceSet,
+    /// When true, ID traces are not matched.
+    pub values_only: bool,
+    map: HashMap<HitKey, DeferredHit>,
+    /// Set: orders are ignored, occurrences are ordered as they are recorded (a counter).
+    arrival: Option<u64>,
+}
+
+impl<'t> Deferred<'t> {
+    pub fn new(traces: &'t TraceSet, values_only: bool) -> Self {
+        Deferred {
+            traces,
+            values_only,
+            map: HashMap::new(),
+            arrival: None,
+        }
+    }
+
+    /// A sink that orders occurrences as they are recorded, as [`Hits`] itself does.
+    #[cfg(test)]
+    pub fn in_arrival_order(traces: &'t TraceSet, values_only: bool) -> Self {
+        Deferred {
+            arrival: Some(0),
+            ..Deferred::new(traces, values_only)
+        }
+    }
+
+    fn add(&mut self, key: HitKey, order: Order, detail: &dyn Fn() -> String) {
+        let order = match &mut self.arrival {
+            Some(n) => {
+                *n += 1;
+                (*n, 0, 0)
+            }
+            None => order,
+        };
+        match self.map.get_mut(&key) {
+            Some(h) => {
+                h.count += 1;
+                if order < h.order {
+                    h.order = order;
+                    h.detail = detail();
+                }
+            }
+            None => {
+                self.map.insert(
+                    key,
+                    DeferredHit {
+                        order,
+                        detail: detail(),
+                        count: 1,
+                    },
+                );
+            }
+        }
+    }
+
+    /// Record a value-prefix occurrence.
+    pub fn value(
+        &mut self,
+        place: Place,
+        o: ValueOwner,
+        group: &str,
+        order: Order,
+        detail: &dyn Fn() -> String,
+    ) {
+        let key = HitKey {
+            subject: o.subject,
+            place,
+            trace: TraceRef::Value(o.kind),
+            group: group.to_string(),
+        };
+        self.add(key, order, detail);
+    }
+
+    /// Record ID occurrences (ignored when values-only).
+    pub fn ids(
+        &mut self,
+        place: Place,
+        owners: &[IdOwner],
+        group: &str,
+        order: Order,
+        detail: &dyn Fn() -> String,
+    ) {
+        if self.values_only {
+            return;
+        }
+        for o in owners {
+            let key = HitKey {
+                subject: o.subject,
+                place,
+                trace: TraceRef::Id(o.column),
+                group: group.to_string(),
+            };
+            self.add(key, order, detail);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::rngs::StdRng;
+    use rand::seq::SliceRandom;
+    use rand::{Rng, SeedableRng};
+
+    use super::*;
+    use crate::traces::{SubjectTraces, ValueTrace};
+
+    /// Recording occurrences in any order and merging them keeps the hits (details of first
+    /// occurrences, counts, and which hits fall beyond the limit) that recording them in
+    /// order keeps.
+    #[test]
+    fn merged_hits_are_those_recorded_in_order() {
+        let subjects: Vec<SubjectTraces> = (0..30)
+            .map(|i| SubjectTraces {
+                label: format!("s{i}"),
+                ids: Vec::new(),
+                values: vec![ValueTrace {
+                    kind: format!("k{}", i % 3),
+                    value: format!("value-{i}"),
+                }],
+            })
+            .collect();
+        let traces = TraceSet::new(&subjects, 15).unwrap();
+        let mut rng = StdRng::seed_from_u64(7);
+        for prefill in [0, MAX_HITS_PER_FILE - 40, MAX_HITS_PER_FILE] {
+            // (order, subject, group) of each occurrence.
+            let mut occurrences: Vec<(Order, u32, String)> = (0..400u64)
+                .map(|n| {
+                    let order = (rng.random_range(0..5), rng.random_range(0..3), n);
+                    (
+                        order,
+                        rng.random_range(0..30),
+                        format!("g{}", rng.random_range(0..4)),
+                    )
+                })
+                .collect();
+            let fresh = |prefill: usize| {
+                let mut h = Hits::new(&traces, false);
+                for i in 0..prefill {
+                    h.search(
+                        Place::Text,
+                        b"value-1",
+                        &format!("filler {i}"),
+                        &String::new,
+                    );
+                }
+                h
+            };
+            let owner = |s: u32| ValueOwner {
+                subject: s,
+                kind: 0,
+            };
+            occurrences.sort();
+            let mut in_order = fresh(prefill);
+            for (order, s, g) in &occurrences {
+                in_order.value(Place::DataValue, owner(*s), g, &|| format!("{order:?}"));
+            }
+            occurrences.shuffle(&mut rng);
+            let mut merged = fresh(prefill);
+            let mut d = Deferred::new(&traces, false);
+            for (order, s, g) in &occurrences {
+                d.value(Place::DataValue, owner(*s), g, *order, &|| {
+                    format!("{order:?}")
+                });
+            }
+            merged.merge(d);
+            assert_eq!(in_order.finish(), merged.finish(), "prefill {prefill}");
+        }
     }
 }

@@ -168,6 +168,8 @@ pub struct TraceSet {
     id_texts: Option<AhoCorasick>,
     /// Per automaton pattern: the (subject, kind) pairs that produced it.
     owners: Vec<Vec<ValueOwner>>,
+    /// Automata for searching raw page bytes (see [`PageSearch`]).
+    pages: PageAutomata,
     max_pattern_bytes: usize,
     id_count: usize,
     value_count: usize,
@@ -233,6 +235,126 @@ pub(crate) fn lower_bytes(raw: &[u8], out: &mut String, mut map: Option<&mut Vec
             base += invalid.len();
         }
     }
+}
+
+/// What the decompressed bytes of a Parquet page are searched for, by the column's type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PageSearch {
+    /// Byte-array values: value prefixes only.
+    Values,
+    /// Byte-array values of a column that may hold IDs: value prefixes and IDs as text.
+    ValuesAndIds,
+    /// Plain INT32 values of a column that may hold IDs: the IDs' 4 little-endian bytes.
+    Int32,
+    /// Plain INT64 values of a column that may hold IDs: the IDs' 8 little-endian bytes.
+    Int64,
+}
+
+/// The automata [`TraceSet::page_may_hold`] uses. Each finds a superset of what searching
+/// every decoded value would find: a pattern across two values, or inside a length prefix,
+/// is a candidate that decoding then rejects.
+struct PageAutomata {
+    /// Value prefixes (the value automaton itself).
+    values: Option<AhoCorasick>,
+    /// Value prefixes and every text ID, lowercased (a superset of exact ID equality).
+    values_and_ids: Option<AhoCorasick>,
+    int32: Option<AhoCorasick>,
+    int64: Option<AhoCorasick>,
+    /// False when a value pattern holds U+FFFD: a decoder's replacement for invalid UTF-8
+    /// is not in the raw bytes, so only decoding can find such a pattern.
+    bytes_searchable: bool,
+}
+
+impl PageAutomata {
+    fn new(
+        patterns: &[String],
+        by_column: &HashMap<String, IdColumn>,
+        values: Option<AhoCorasick>,
+    ) -> Result<Self> {
+        let build = |pats: &[Vec<u8>], fold_case: bool| -> Result<Option<AhoCorasick>> {
+            if pats.is_empty() {
+                return Ok(None);
+            }
+            AhoCorasick::builder()
+                .ascii_case_insensitive(fold_case)
+                .match_kind(MatchKind::Standard)
+                .kind(Some(aho_corasick::AhoCorasickKind::DFA))
+                .build(pats)
+                .map(Some)
+                .map_err(|e| Error::InvalidTraces(format!("cannot build the matcher: {e}")))
+        };
+        let mut texts: Vec<Vec<u8>> = patterns.iter().map(|p| p.as_bytes().to_vec()).collect();
+        let mut int32: Vec<Vec<u8>> = Vec::new();
+        let mut int64: Vec<Vec<u8>> = Vec::new();
+        for col in by_column.values() {
+            for t in col.texts.keys() {
+                texts.push(lower(t).into_bytes());
+            }
+            for &i in col.ints.keys() {
+                int64.push(i.to_le_bytes().to_vec());
+                // INT32 holds i32 and, for unsigned logical types, u32 bit patterns.
+                if i >= i64::from(i32::MIN) && i <= i64::from(u32::MAX) {
+                    int32.push((i as u32).to_le_bytes().to_vec());
+                }
+            }
+        }
+        texts.sort_unstable();
+        texts.dedup();
+        int32.sort_unstable();
+        int32.dedup();
+        int64.sort_unstable();
+        int64.dedup();
+        let has_ids = texts.len() > patterns.len();
+        Ok(PageAutomata {
+            values_and_ids: if has_ids {
+                build(&texts, true)?
+            } else {
+                values.clone()
+            },
+            values,
+            int32: build(&int32, false)?,
+            int64: build(&int64, false)?,
+            bytes_searchable: !patterns
+                .iter()
+                .any(|p| p.contains(char::REPLACEMENT_CHARACTER)),
+        })
+    }
+}
+
+/// `raw` as the value search sees it, for searching many values at once: every valid
+/// character that lowercases to something else replaced by its lowercase (as [`lower`]),
+/// everything else (ASCII, which the automata match case-insensitively, and invalid UTF-8)
+/// kept as is. Valid characters decode the same whatever precedes them (UTF-8 resynchronises
+/// at every lead byte), so each value's lowercased form is a substring of the result.
+/// Returns `raw` itself when nothing needs folding.
+fn fold_for_search<'a>(raw: &'a [u8], out: &'a mut Vec<u8>) -> &'a [u8] {
+    let Some(first) = raw.iter().position(|b| !b.is_ascii()) else {
+        return raw;
+    };
+    out.clear();
+    out.extend_from_slice(&raw[..first]);
+    let mut changed = false;
+    for chunk in raw[first..].utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if c.is_ascii() {
+                out.push(c as u8);
+                continue;
+            }
+            let mut f = fold(c);
+            if f.next() == Some(c) && f.next().is_none() {
+                let mut b = [0u8; 4];
+                out.extend_from_slice(c.encode_utf8(&mut b).as_bytes());
+            } else {
+                changed = true;
+                for lc in fold(c) {
+                    let mut b = [0u8; 4];
+                    out.extend_from_slice(lc.encode_utf8(&mut b).as_bytes());
+                }
+            }
+        }
+        out.extend_from_slice(chunk.invalid());
+    }
+    if changed { out } else { raw }
 }
 
 impl TraceSet {
@@ -357,7 +479,9 @@ impl TraceSet {
                     .map_err(|e| Error::InvalidTraces(format!("cannot build the matcher: {e}")))?,
             )
         };
+        let pages = PageAutomata::new(&patterns, &by_column, automaton.clone())?;
         Ok(TraceSet {
+            pages,
             subjects: subjects.len(),
             id_texts,
             prefix_len,
@@ -459,6 +583,42 @@ impl TraceSet {
                 }
             }
         }
+    }
+
+    /// True when the raw bytes of a decompressed Parquet page may hold a trace of kind
+    /// `what`: a superset of what decoding the page and searching each value finds (see
+    /// [`Self::page_bytes_searchable`]). `scratch` is reused between calls.
+    pub(crate) fn page_may_hold(
+        &self,
+        what: PageSearch,
+        buf: &[u8],
+        scratch: &mut Vec<u8>,
+    ) -> bool {
+        let p = &self.pages;
+        match what {
+            PageSearch::Values | PageSearch::ValuesAndIds => {
+                let ac = if what == PageSearch::Values {
+                    &p.values
+                } else {
+                    &p.values_and_ids
+                };
+                let Some(ac) = ac else { return false };
+                ac.is_match(fold_for_search(buf, scratch))
+            }
+            PageSearch::Int32 => p.int32.as_ref().is_some_and(|ac| ac.is_match(buf)),
+            PageSearch::Int64 => p.int64.as_ref().is_some_and(|ac| ac.is_match(buf)),
+        }
+    }
+
+    /// False when some value trace can only be found by decoding (its prefix holds U+FFFD,
+    /// the replacement the search puts for invalid UTF-8): pages must then be decoded.
+    pub(crate) fn page_bytes_searchable(&self) -> bool {
+        self.pages.bytes_searchable
+    }
+
+    /// True when there are ID traces.
+    pub(crate) fn has_ids(&self) -> bool {
+        !self.by_column.is_empty()
     }
 
     /// True when `text` contains any value prefix or any ID (as text): used to withhold

@@ -8,5 +8,6 @@ pub(crate) mod csv;
 pub(crate) mod deletion_vector;
 pub(crate) mod json;
 pub(crate) mod parquet;
+pub(crate) mod parquet_pages;
 pub(crate) mod puffin;
 pub(crate) mod text;

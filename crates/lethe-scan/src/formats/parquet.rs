@@ -1,12 +1,15 @@
 //! Parquet files: data values, footer statistics, page index and bloom filters.
 //!
 //! Guarantees:
-//! - every value of every column, nested (struct/list/map) included, is read through
-//!   arrow-rs in batches of [`BATCH_ROWS`] rows (memory bounded by a batch); string and
-//!   binary values (plain, large, view, fixed-size, dictionary-encoded) are searched for
-//!   value prefixes; integer columns are compared with the integer IDs of the column of the
-//!   same leaf name (case-insensitive), string columns with the text IDs (and integer IDs in
-//!   decimal) -> `DataValue` (or `DeleteFile`, see below);
+//! - every value of every column, nested (struct/list/map) included: the decompressed pages'
+//!   bytes are searched first, and only column chunks that may hold a trace are decoded
+//!   through arrow-rs in batches of [`BATCH_ROWS`] rows (see `parquet_pages`; memory bounded
+//!   by a page and a batch); the decoded string and binary values (plain, large, view,
+//!   fixed-size, dictionary-encoded) are searched for value prefixes; integer columns are
+//!   compared with the integer IDs of the column of the same leaf name (case-insensitive),
+//!   string columns with the text IDs (and integer IDs in decimal) -> `DataValue` (or
+//!   `DeleteFile`, see below). Hits, their details and counts are those a decode of every
+//!   value gives;
 //! - every row group's column-chunk statistics (min/max) -> `FooterStatistic`: exact ID
 //!   equality for ID columns, prefix search for byte arrays;
 //! - the page index (column index min/max per page) likewise -> `PageIndex`;
@@ -24,13 +27,20 @@ use arrow::datatypes::{
     DataType, Int8Type, Int16Type, Int32Type, Int64Type, UInt8Type, UInt16Type, UInt32Type,
     UInt64Type,
 };
-use parquet::arrow::arrow_reader::{ArrowReaderOptions, ParquetRecordBatchReaderBuilder};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+};
 use parquet::basic::Type as PhysicalType;
 use parquet::file::metadata::PageIndexPolicy;
 use parquet::file::page_index::column_index::ColumnIndexMetaData;
-use parquet::file::reader::ChunkReader;
+use parquet::file::reader::{ChunkReader, Length};
 
-use crate::report::{Hits, Place};
+pub(crate) use super::parquet_pages::Values;
+use crate::report::{Deferred, Hits, Order, Place};
 use crate::traces::IdColumn;
 
 /// Rows per record batch.
@@ -75,6 +85,16 @@ pub(crate) fn scan_parquet<R: ChunkReader + 'static>(
     hits: &mut Hits,
     marked_delete: bool,
 ) -> Result<(), String> {
+    scan_parquet_with(src, hits, marked_delete, Values::Search)
+}
+
+/// [`scan_parquet`], with the data values read as `how` says.
+pub(crate) fn scan_parquet_with<R: ChunkReader + 'static>(
+    src: R,
+    hits: &mut Hits,
+    marked_delete: bool,
+    how: Values,
+) -> Result<(), String> {
     let len = src.len();
     // The embedded Arrow schema (`ARROW:schema`) is skipped: arrow-ipc panics on a corrupt
     // one, and the Parquet schema alone gives every value (dictionary columns read as plain).
@@ -85,8 +105,9 @@ pub(crate) fn scan_parquet<R: ChunkReader + 'static>(
         .with_page_index_policy(PageIndexPolicy::Optional)
         .with_offset_index_policy(PageIndexPolicy::Skip)
         .with_skip_arrow_metadata(true);
-    let builder = ParquetRecordBatchReaderBuilder::try_new_with_options(src, options)
-        .map_err(|e| format!("footer: {e}"))?;
+    let src = Shared(Arc::new(src));
+    let meta = ArrowReaderMetadata::load(&src, options).map_err(|e| format!("footer: {e}"))?;
+    let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(src.clone(), meta.clone());
     let md = builder.metadata().clone();
     let schema = md.file_metadata().schema_descr_ptr();
 
@@ -230,21 +251,94 @@ pub(crate) fn scan_parquet<R: ChunkReader + 'static>(
         }
     }
 
-    // Data values.
+    // Data values: searched in the pages' bytes, decoded where they may hold a trace.
+    drop(builder);
+    super::parquet_pages::scan_values(&src, &meta, hits, data_place, how)
+}
+
+/// A file shared between the readers of one scan (the page reader and arrow-rs readers).
+pub(crate) struct Shared<R>(pub Arc<R>);
+
+impl<R> Clone for Shared<R> {
+    fn clone(&self) -> Self {
+        Shared(Arc::clone(&self.0))
+    }
+}
+
+impl<R: ChunkReader> Length for Shared<R> {
+    fn len(&self) -> u64 {
+        self.0.len()
+    }
+}
+
+impl<R: ChunkReader> ChunkReader for Shared<R> {
+    type T = R::T;
+
+    fn get_read(&self, start: u64) -> parquet::errors::Result<R::T> {
+        self.0.get_read(start)
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
+        self.0.get_bytes(start, length)
+    }
+}
+
+/// Decode column `leaf`'s values (`roots`: the whole top-level column holding it) of one row
+/// group, or of all when `group` is None, in batches of [`BATCH_ROWS`] rows, and search them
+/// as the walk always has. `first_row` is the file row the first decoded row has.
+pub(crate) fn decode_values<R: ChunkReader + 'static>(
+    src: &Shared<R>,
+    meta: &ArrowReaderMetadata,
+    sink: &mut Deferred,
+    place: Place,
+    projection: Projection,
+    group: Option<usize>,
+    first_row: u64,
+) -> Result<(), String> {
+    let schema = meta.metadata().file_metadata().schema_descr_ptr();
+    let first_leaf_of = |r: usize| {
+        (0..schema.num_columns())
+            .find(|&c| schema.get_column_root_idx(c) == r)
+            .unwrap_or(0)
+    };
+    let mask = match projection {
+        Projection::Leaf(c) => ProjectionMask::leaves(&schema, [c]),
+        Projection::Root(r) => ProjectionMask::roots(&schema, [r]),
+        #[cfg(test)]
+        Projection::All => ProjectionMask::all(),
+    };
+    // The first leaf of each top-level field the batches hold.
+    let first_leaves: Vec<u32> = match projection {
+        Projection::Leaf(c) => vec![c],
+        Projection::Root(r) => vec![first_leaf_of(r)],
+        #[cfg(test)]
+        Projection::All => (0..schema.root_schema().get_fields().len())
+            .map(first_leaf_of)
+            .collect(),
+    }
+    .into_iter()
+    .map(|c| u32::try_from(c).unwrap_or(u32::MAX))
+    .collect();
+    let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(src.clone(), meta.clone())
+        .with_projection(mask)
+        .with_batch_size(BATCH_ROWS);
+    if let Some(g) = group {
+        builder = builder.with_row_groups(vec![g]);
+    }
     let reader = builder
-        .with_batch_size(BATCH_ROWS)
         .build()
         .map_err(|e| format!("cannot read data: {e}"))?;
-    let mut row = 0u64;
+    let mut row = first_row;
     for batch in reader {
         let batch = batch.map_err(|e| format!("data after row {row}: {e}"))?;
         let schema = batch.schema();
         for (i, field) in schema.fields().iter().enumerate() {
             let mut w = DataWalk {
-                hits,
-                place: data_place,
+                sink,
+                place,
                 first_row: row,
                 rows: batch.num_rows() as u64,
+                leaf: first_leaves.get(i).copied().unwrap_or(u32::MAX),
             };
             w.walk(
                 batch.column(i).as_ref(),
@@ -257,6 +351,18 @@ pub(crate) fn scan_parquet<R: ChunkReader + 'static>(
         row += batch.num_rows() as u64;
     }
     Ok(())
+}
+
+/// What [`decode_values`] decodes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Projection {
+    /// One leaf column (not under a list or map).
+    Leaf(usize),
+    /// A whole top-level column, by its index among the roots.
+    Root(usize),
+    /// Every column.
+    #[cfg(test)]
+    All,
 }
 
 /// One page's (page number, min, max), plain-encoded.
@@ -342,15 +448,31 @@ fn detail(path: &str, top: bool, i: usize, first_row: u64, rows: u64) -> String 
 }
 
 struct DataWalk<'h, 't> {
-    hits: &'h mut Hits<'t>,
+    sink: &'h mut Deferred<'t>,
     place: Place,
     first_row: u64,
     rows: u64,
+    /// The leaf column being walked (its index in the file's schema), advanced after each
+    /// leaf: with the row, it orders occurrences as a walk of whole batches met them.
+    leaf: u32,
 }
 
 impl DataWalk<'_, '_> {
     fn detail(&self, path: &str, top: bool, i: usize) -> String {
         detail(path, top, i, self.first_row, self.rows)
+    }
+
+    /// Where element `i` of the current leaf is in a walk of whole batches of
+    /// [`BATCH_ROWS`] rows from the file's first row. Below a list or map (`!top`) the walk
+    /// is always of such batches, so its first row is a batch's.
+    fn order(&self, top: bool, i: usize) -> Order {
+        let batch = BATCH_ROWS as u64;
+        if top {
+            let r = self.first_row + i as u64;
+            (r / batch, self.leaf, r % batch)
+        } else {
+            (self.first_row / batch, self.leaf, i as u64)
+        }
     }
 
     fn text<'a>(
@@ -360,24 +482,25 @@ impl DataWalk<'_, '_> {
         top: bool,
         values: impl Iterator<Item = (usize, &'a [u8])>,
     ) {
-        let traces = self.hits.traces;
+        let traces = self.sink.traces;
         let col = traces.id_column(name);
         let group = format!("column `{path}`");
         let (first_row, rows) = (self.first_row, self.rows);
         for (i, v) in values {
             let mut found = Vec::new();
             traces.search(v, |o| found.push(o));
+            let order = self.order(top, i);
             for o in found {
-                self.hits.value(self.place, o, &group, &|| {
+                self.sink.value(self.place, o, &group, order, &|| {
                     detail(path, top, i, first_row, rows)
                 });
             }
             if let Some(col) = col
-                && !self.hits.values_only
+                && !self.sink.values_only
             {
                 let owners = col.bytes(v);
                 if !owners.is_empty() {
-                    self.hits.ids(self.place, owners, &group, &|| {
+                    self.sink.ids(self.place, owners, &group, order, &|| {
                         detail(path, top, i, first_row, rows)
                     });
                 }
@@ -392,10 +515,10 @@ impl DataWalk<'_, '_> {
         top: bool,
         values: impl Iterator<Item = (usize, i64)>,
     ) {
-        if self.hits.values_only {
+        if self.sink.values_only {
             return;
         }
-        let traces = self.hits.traces;
+        let traces = self.sink.traces;
         let Some(col) = traces.id_column(name) else {
             return;
         };
@@ -404,7 +527,9 @@ impl DataWalk<'_, '_> {
             let owners = col.int(v);
             if !owners.is_empty() {
                 let d = self.detail(path, top, i);
-                self.hits.ids(self.place, owners, &group, &|| d.clone());
+                let order = self.order(top, i);
+                self.sink
+                    .ids(self.place, owners, &group, order, &|| d.clone());
             }
         }
     }
@@ -576,6 +701,20 @@ impl DataWalk<'_, '_> {
                 }
             }
             _ => {}
+        }
+        let container = matches!(
+            a.data_type(),
+            DataType::Dictionary(..)
+                | DataType::Struct(_)
+                | DataType::List(_)
+                | DataType::LargeList(_)
+                | DataType::ListView(_)
+                | DataType::LargeListView(_)
+                | DataType::FixedSizeList(..)
+                | DataType::Map(..)
+        );
+        if !container {
+            self.leaf = self.leaf.saturating_add(1);
         }
         Ok(())
     }

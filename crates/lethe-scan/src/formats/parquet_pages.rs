@@ -1,0 +1,700 @@
+//! Parquet data values searched in the bytes of their pages; only what may hold a trace is
+//! decoded.
+//!
+//! Every page of every column chunk is read and decompressed (a page that can't be is an
+//! unreadable file, as before). Then, instead of decoding every value:
+//! - byte-array columns (strings, binary, fixed-size): the bytes of PLAIN and
+//!   DELTA_LENGTH_BYTE_ARRAY data pages and of dictionary pages hold the values' bytes, and are
+//!   searched whole with the value prefixes (and, in a column that may hold IDs, the text IDs),
+//!   with the case folding the value search uses ([`TraceSet::page_may_hold`]);
+//! - INT32/INT64 columns that may hold IDs: PLAIN data pages and dictionary pages are searched
+//!   for the IDs' little-endian bytes;
+//! - dictionary-encoded data pages hold only indices (their values are the dictionary's);
+//! - pages in any other encoding (DELTA_BYTE_ARRAY, DELTA_BINARY_PACKED, BYTE_STREAM_SPLIT)
+//!   can't be searched as bytes: their column chunk is decoded.
+//!
+//! The byte search finds a superset of what decoding finds (a match across two values or in
+//! a length prefix is possible, never a miss), so a column chunk with no match holds no
+//! trace. A chunk with a match is decoded with arrow-rs and searched value by value exactly as
+//! a full decode does — that is what reports the hits, so places, details and counts are the
+//! same as decoding the whole file, and a byte match that decoding doesn't confirm is not a
+//! hit. A column below a list or map is decoded as its whole top-level column over all row
+//! groups (its details name the batch of rows), a flat column one row group at a time.
+//!
+//! Does not: check the values of pages searched as bytes for encoding errors (their
+//! decompression is checked; a page whose values are corrupt but whose bytes decompress is
+//! searched, not decoded), search page-header statistics (neither did the decoding reader).
+
+use std::sync::Arc;
+
+use parquet::arrow::arrow_reader::ArrowReaderMetadata;
+use parquet::basic::{Encoding, Type as PhysicalType};
+use parquet::column::page::{Page, PageReader};
+use parquet::file::metadata::RowGroupMetaData;
+use parquet::file::properties::ReaderProperties;
+use parquet::file::reader::ChunkReader;
+use parquet::file::serialized_reader::SerializedPageReader;
+use parquet::schema::types::ColumnDescriptor;
+
+use super::parquet::{Projection, Shared, decode_values};
+use crate::report::{Deferred, Hits, Place};
+use crate::traces::{PageSearch, TraceSet};
+
+/// How the data values are read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Values {
+    /// Search the pages' bytes, decode the column chunks that may hold a trace.
+    Search,
+    /// Decode every value of the file in one pass, recording hits as they come (how the
+    /// scan read Parquet before it searched bytes: the reference the search is tested
+    /// against).
+    #[cfg(test)]
+    Reference,
+}
+
+/// What a leaf column's pages are searched for; None when no value of its type is searched.
+fn page_search(c: &ColumnDescriptor, traces: &TraceSet, values_only: bool) -> Option<PageSearch> {
+    let ids = !values_only && traces.has_ids() && may_hold_ids(c, traces);
+    match c.physical_type() {
+        PhysicalType::BYTE_ARRAY | PhysicalType::FIXED_LEN_BYTE_ARRAY => Some(if ids {
+            PageSearch::ValuesAndIds
+        } else {
+            PageSearch::Values
+        }),
+        PhysicalType::INT32 if ids => Some(PageSearch::Int32),
+        PhysicalType::INT64 if ids => Some(PageSearch::Int64),
+        _ => None,
+    }
+}
+
+/// True when the value walk could compare this column's values with IDs: it takes the ID
+/// column by a name on the column's path (the leaf's, or a list's or map's above it), so any
+/// name on the path that is an ID column counts, and the dotted path too.
+fn may_hold_ids(c: &ColumnDescriptor, traces: &TraceSet) -> bool {
+    let parts = c.path().parts();
+    parts.iter().any(|p| traces.id_column(p).is_some())
+        || traces.id_column(&parts.join(".")).is_some()
+}
+
+/// Search the data values of a Parquet file (see the module docs); hits go to `hits` as a
+/// decode of every batch would have recorded them.
+pub(crate) fn scan_values<R: ChunkReader + 'static>(
+    src: &Shared<R>,
+    meta: &ArrowReaderMetadata,
+    hits: &mut Hits,
+    place: Place,
+    how: Values,
+) -> Result<(), String> {
+    let traces = hits.traces;
+    let (mut sink, result);
+    match how {
+        Values::Search => {
+            sink = Deferred::new(traces, hits.values_only);
+            result = search_and_decode(src, meta, &mut sink, place);
+        }
+        #[cfg(test)]
+        Values::Reference => {
+            sink = Deferred::in_arrival_order(traces, hits.values_only);
+            result = decode_values(src, meta, &mut sink, place, Projection::All, None, 0);
+        }
+    }
+    // Hits found before an error are kept.
+    hits.merge(sink);
+    result
+}
+
+fn search_and_decode<R: ChunkReader + 'static>(
+    src: &Shared<R>,
+    meta: &ArrowReaderMetadata,
+    sink: &mut Deferred,
+    place: Place,
+) -> Result<(), String> {
+    let md = meta.metadata();
+    let schema = md.file_metadata().schema_descr();
+    let traces = sink.traces;
+    let columns = schema.num_columns();
+    let searched: Vec<Option<PageSearch>> = (0..columns)
+        .map(|c| page_search(&schema.column(c), traces, sink.values_only))
+        .collect();
+    let roots = schema.root_schema().get_fields().len();
+    // A top-level column with a list or map anywhere in it is decoded whole.
+    let mut nested_root = vec![false; roots];
+    for c in 0..columns {
+        if schema.column(c).max_rep_level() > 0
+            && let Some(n) = nested_root.get_mut(schema.get_column_root_idx(c))
+        {
+            *n = true;
+        }
+    }
+    let by_bytes = traces.page_bytes_searchable();
+    let props = Arc::new(
+        ReaderProperties::builder()
+            .set_read_bloom_filter(false)
+            .build(),
+    );
+    let groups = md.row_groups();
+    let mut candidate = vec![vec![false; columns]; groups.len()];
+    let mut scratch = Vec::new();
+    for (g, rg) in groups.iter().enumerate() {
+        for c in 0..columns {
+            let what = searched[c];
+            if !by_bytes && what.is_some() {
+                // Decoded: that reads its pages.
+                candidate[g][c] = true;
+                continue;
+            }
+            candidate[g][c] = chunk_may_hold(src, rg, c, what, traces, &props, &mut scratch)
+                .map_err(|e| {
+                    format!(
+                        "column `{}`, row group {g}: {e}",
+                        schema.column(c).path().string()
+                    )
+                })?;
+            #[cfg(test)]
+            if what.is_some() {
+                let n = if candidate[g][c] {
+                    &tests::DECODED
+                } else {
+                    &tests::SKIPPED
+                };
+                n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+    }
+
+    let mut first_rows = Vec::with_capacity(groups.len());
+    let mut rows = 0u64;
+    for rg in groups {
+        first_rows.push(rows);
+        rows = rows.saturating_add(u64::try_from(rg.num_rows()).unwrap_or(0));
+    }
+    for r in 0..roots {
+        let leaves: Vec<usize> = (0..columns)
+            .filter(|&c| schema.get_column_root_idx(c) == r)
+            .collect();
+        if nested_root[r] {
+            let any = leaves
+                .iter()
+                .any(|&c| candidate.iter().any(|g| g.get(c) == Some(&true)));
+            if any {
+                decode_values(src, meta, sink, place, Projection::Root(r), None, 0)?;
+            }
+            continue;
+        }
+        for &c in &leaves {
+            for (g, first_row) in first_rows.iter().enumerate() {
+                if candidate[g][c] {
+                    decode_values(
+                        src,
+                        meta,
+                        sink,
+                        place,
+                        Projection::Leaf(c),
+                        Some(g),
+                        *first_row,
+                    )?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Reads every page of column `c` in row group `rg`; true when one may hold a trace (or can
+/// only be searched by decoding). Stops at the first such page: decoding reads the rest.
+fn chunk_may_hold<R: ChunkReader + 'static>(
+    src: &Shared<R>,
+    rg: &RowGroupMetaData,
+    c: usize,
+    what: Option<PageSearch>,
+    traces: &TraceSet,
+    props: &Arc<ReaderProperties>,
+    scratch: &mut Vec<u8>,
+) -> parquet::errors::Result<bool> {
+    let rows = usize::try_from(rg.num_rows()).unwrap_or(0);
+    let mut pages = SerializedPageReader::new_with_properties(
+        Arc::clone(&src.0),
+        rg.column(c),
+        rows,
+        None,
+        Arc::clone(props),
+    )?;
+    let strings = matches!(what, Some(PageSearch::Values | PageSearch::ValuesAndIds));
+    while let Some(page) = pages.get_next_page()? {
+        let Some(what) = what else { continue };
+        let (buf, searchable) = match &page {
+            Page::DictionaryPage { buf, encoding, .. } => (
+                buf,
+                matches!(encoding, Encoding::PLAIN | Encoding::PLAIN_DICTIONARY),
+            ),
+            Page::DataPage { buf, encoding, .. } | Page::DataPageV2 { buf, encoding, .. } => {
+                match encoding {
+                    // Indices into the dictionary page, which is searched.
+                    Encoding::RLE_DICTIONARY | Encoding::PLAIN_DICTIONARY => continue,
+                    Encoding::PLAIN => (buf, true),
+                    Encoding::DELTA_LENGTH_BYTE_ARRAY => (buf, strings),
+                    _ => (buf, false),
+                }
+            }
+        };
+        if !searchable || traces.page_may_hold(what, buf, scratch) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+#[cfg(test)]
+mod tests {
+    //! The byte search against the reference (every value decoded in one pass): random files
+    //! of every encoding, page version, codec, row-group and page size, nested types, nulls,
+    //! non-ASCII and invalid UTF-8, with traces planted, near-missed and split across values.
+
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use arrow::array::{
+        ArrayRef, BinaryArray, FixedSizeBinaryArray, Float64Array, Int16Array, Int64Array,
+        ListArray, MapArray, RecordBatch, StringArray, StructArray, UInt32Array,
+    };
+    use arrow::buffer::{NullBuffer, OffsetBuffer};
+    use arrow::datatypes::{DataType, Field, Fields, Schema};
+    use bytes::Bytes;
+    use parquet::arrow::{ArrowSchemaConverter, ArrowWriter};
+    use parquet::basic::{Compression, Encoding, Type as PhysicalType};
+    use parquet::file::properties::{WriterProperties, WriterVersion};
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    use crate::formats::parquet::scan_parquet_with;
+    use crate::report::Hits;
+    use crate::traces::{IdTrace, IdValue, SubjectTraces, TraceSet, ValueTrace};
+
+    use super::Values;
+
+    /// Column chunks the search decoded and skipped (for the test's coverage).
+    pub(super) static DECODED: AtomicUsize = AtomicUsize::new(0);
+    pub(super) static SKIPPED: AtomicUsize = AtomicUsize::new(0);
+
+    fn subjects() -> Vec<SubjectTraces> {
+        let id = |column: &str, values: Vec<IdValue>| IdTrace {
+            column: column.into(),
+            values,
+        };
+        let value = |kind: &str, value: &str| ValueTrace {
+            kind: kind.into(),
+            value: value.into(),
+        };
+        vec![
+            SubjectTraces {
+                label: "a".into(),
+                ids: vec![
+                    id("learner_id", vec![IdValue::Int(3590)]),
+                    id("review_id", vec![IdValue::Text("CGB0000113".into())]),
+                ],
+                values: vec![
+                    value("email", "alexa590@post.example"),
+                    value("full_name", "Alexa Lindqvist"),
+                ],
+            },
+            SubjectTraces {
+                label: "b".into(),
+                ids: vec![
+                    id("account_id", vec![IdValue::Int(3_000_000_000)]),
+                    id("learner_id", vec![IdValue::Int(-7)]),
+                    id("course_id", vec![IdValue::Int(77)]),
+                ],
+                values: vec![value("full_name", "Ömer Çelik")],
+            },
+            SubjectTraces {
+                label: "c".into(),
+                ids: vec![
+                    id("labels", vec![IdValue::Text("CGB0000113".into())]),
+                    id("learner_id", vec![IdValue::Text("123456789012".into())]),
+                ],
+                values: vec![value("full_name", "Zoë Çelik"), value("email", "İpek@x.tr")],
+            },
+        ]
+    }
+
+    thread_local! {
+        /// How often a generated value comes from the pool of traces and near misses (varied
+        /// per file, so that many column chunks hold nothing and are not decoded).
+        static DENSITY: std::cell::Cell<f64> = const { std::cell::Cell::new(0.5) };
+    }
+
+    fn from_pool(rng: &mut StdRng) -> bool {
+        rng.random_bool(DENSITY.get())
+    }
+
+    /// Strings with traces, near misses (one character short of the prefix), traces split
+    /// over two neighbouring values, case changes, long values and junk.
+    fn string(rng: &mut StdRng) -> String {
+        const POOL: &[&str] = &[
+            "alexa590@post.example",
+            "ALEXA590@POST.EXAMPLE",
+            "mail: Alexa590@Post.Ex;",
+            "alexa590@post.e",
+            "alexa590@post.",
+            "alexa590@",
+            "post.example",
+            "ÖMER ÇELİK",
+            "ömer çeli",
+            "Ömer Çelik Yılmaz",
+            "zoë çelik",
+            "ZOË ÇELİK",
+            "zoe celik",
+            "İPEK@X.TR",
+            "ipek@x.tr",
+            "Alexa Lindqvist",
+            "Alexa Lindqvis",
+            "CGB0000113",
+            "cgb0000113",
+            "xCGB0000113",
+            "3590",
+            "123456789012",
+            "",
+            "Ω",
+        ];
+        if from_pool(rng) {
+            return POOL[rng.random_range(0..POOL.len())].to_string();
+        }
+        match rng.random_range(0..5) {
+            0 => {
+                let n = rng.random_range(100..400);
+                let mut s: String = (0..n)
+                    .map(|_| rng.random_range(b'a'..=b'z') as char)
+                    .collect();
+                if from_pool(rng) {
+                    let at = rng.random_range(0..s.len());
+                    s.insert_str(at, POOL[rng.random_range(0..POOL.len())]);
+                }
+                s
+            }
+            1 => (0..rng.random_range(0..12))
+                .map(|_| ['é', 'Ç', 'İ', 'ß', 'K', 'a', 'Z', '€', '字'][rng.random_range(0..9)])
+                .collect(),
+            _ => (0..rng.random_range(0..20))
+                .map(|_| rng.random_range(b' '..=b'~') as char)
+                .collect(),
+        }
+    }
+
+    fn bytes(rng: &mut StdRng) -> Vec<u8> {
+        if rng.random_bool(0.5) {
+            let mut b = string(rng).into_bytes();
+            if rng.random_bool(0.3) {
+                b.push([0xc3, 0xe2, 0xff, 0x80][rng.random_range(0..4)]);
+            }
+            b
+        } else {
+            (0..rng.random_range(0..30)).map(|_| rng.random()).collect()
+        }
+    }
+
+    fn int(rng: &mut StdRng) -> i64 {
+        if !from_pool(rng) {
+            return rng.random_range(-5000..5000);
+        }
+        [3590, -7, 77, 3590 << 8, 3_000_000_000][rng.random_range(0..5)]
+    }
+
+    fn nulls(rng: &mut StdRng, n: usize, p: f64) -> Option<NullBuffer> {
+        if rng.random_bool(0.5) {
+            return None;
+        }
+        Some(NullBuffer::from(
+            (0..n).map(|_| !rng.random_bool(p)).collect::<Vec<bool>>(),
+        ))
+    }
+
+    fn strings(rng: &mut StdRng, n: usize) -> StringArray {
+        let nb = nulls(rng, n, 0.2);
+        (0..n)
+            .map(|i| {
+                nb.as_ref()
+                    .is_none_or(|b| b.is_valid(i))
+                    .then(|| string(rng))
+            })
+            .collect()
+    }
+
+    fn offsets(rng: &mut StdRng, n: usize) -> (OffsetBuffer<i32>, usize) {
+        let lens: Vec<usize> = (0..n).map(|_| rng.random_range(0..4)).collect();
+        let total = lens.iter().sum();
+        (OffsetBuffer::from_lengths(lens), total)
+    }
+
+    fn batch(rng: &mut StdRng, n: usize) -> RecordBatch {
+        let learner: Int64Array = (0..n)
+            .map(|_| (!rng.random_bool(0.1)).then(|| int(rng)))
+            .collect();
+        let account: UInt32Array = (0..n)
+            .map(|_| {
+                Some(if from_pool(rng) {
+                    3_000_000_000
+                } else {
+                    rng.random_range(0..4_000_000_000)
+                })
+            })
+            .collect();
+        let blob: BinaryArray = (0..n)
+            .map(|_| Some(bytes(rng)))
+            .collect::<Vec<_>>()
+            .into_iter()
+            .collect();
+        let code = FixedSizeBinaryArray::try_from_iter((0..n).map(|_| {
+            let mut b = string(rng).into_bytes();
+            b.resize(16, b'.');
+            b
+        }))
+        .unwrap();
+        let score: Float64Array = (0..n).map(|_| Some(rng.random::<f64>())).collect();
+
+        let inner_fields = Fields::from(vec![
+            Field::new("learner_id", DataType::Int16, true),
+            Field::new("note", DataType::Utf8, true),
+        ]);
+        let small: Int16Array = (0..n)
+            .map(|_| {
+                Some(if from_pool(rng) {
+                    -7
+                } else {
+                    rng.random_range(-100..100)
+                })
+            })
+            .collect();
+        let s = StructArray::try_new(
+            inner_fields.clone(),
+            vec![Arc::new(small) as ArrayRef, Arc::new(strings(rng, n))],
+            nulls(rng, n, 0.1),
+        )
+        .unwrap();
+
+        let (o, total) = offsets(rng, n);
+        let tags = ListArray::try_new(
+            Arc::new(Field::new("element", DataType::Utf8, true)),
+            o,
+            Arc::new(strings(rng, total)),
+            nulls(rng, n, 0.1),
+        )
+        .unwrap();
+        let (o, total) = offsets(rng, n);
+        let courses = ListArray::try_new(
+            Arc::new(Field::new("element", DataType::Int64, true)),
+            o,
+            Arc::new((0..total).map(|_| Some(int(rng))).collect::<Int64Array>()),
+            None,
+        )
+        .unwrap();
+        let item_fields = Fields::from(vec![
+            Field::new("a", DataType::Utf8, true),
+            Field::new("learner_id", DataType::Int64, true),
+        ]);
+        let (o, total) = offsets(rng, n);
+        let item_values = StructArray::try_new(
+            item_fields.clone(),
+            vec![
+                Arc::new(strings(rng, total)) as ArrayRef,
+                Arc::new((0..total).map(|_| Some(int(rng))).collect::<Int64Array>()),
+            ],
+            None,
+        )
+        .unwrap();
+        let items = ListArray::try_new(
+            Arc::new(Field::new("element", DataType::Struct(item_fields), true)),
+            o,
+            Arc::new(item_values),
+            None,
+        )
+        .unwrap();
+        let (o, total) = offsets(rng, n);
+        let entry_fields = Fields::from(vec![
+            Field::new("key", DataType::Utf8, false),
+            Field::new("value", DataType::Utf8, true),
+        ]);
+        let keys: StringArray = (0..total).map(|_| Some(string(rng))).collect();
+        let entries = StructArray::try_new(
+            entry_fields.clone(),
+            vec![Arc::new(keys) as ArrayRef, Arc::new(strings(rng, total))],
+            None,
+        )
+        .unwrap();
+        let labels = MapArray::try_new(
+            Arc::new(Field::new(
+                "key_value",
+                DataType::Struct(entry_fields),
+                false,
+            )),
+            o,
+            entries,
+            None,
+            false,
+        )
+        .unwrap();
+
+        let columns: Vec<(&str, ArrayRef)> = vec![
+            ("learner_id", Arc::new(learner)),
+            ("review_id", Arc::new(strings(rng, n))),
+            ("email", Arc::new(strings(rng, n))),
+            ("account_id", Arc::new(account)),
+            ("blob", Arc::new(blob)),
+            ("code", Arc::new(code)),
+            ("score", Arc::new(score)),
+            ("s", Arc::new(s)),
+            ("tags", Arc::new(tags)),
+            ("course_id", Arc::new(courses)),
+            ("items", Arc::new(items)),
+            ("labels", Arc::new(labels)),
+        ];
+        let fields: Vec<Field> = columns
+            .iter()
+            .map(|(name, a)| Field::new(*name, a.data_type().clone(), true))
+            .collect();
+        RecordBatch::try_new(
+            Arc::new(Schema::new(fields)),
+            columns.into_iter().map(|(_, a)| a).collect(),
+        )
+        .unwrap()
+    }
+
+    fn write(rng: &mut StdRng, batches: &[RecordBatch]) -> (Vec<u8>, String) {
+        let schema = batches[0].schema();
+        let descr = ArrowSchemaConverter::new().convert(&schema).unwrap();
+        let codec = [
+            Compression::UNCOMPRESSED,
+            Compression::SNAPPY,
+            Compression::ZSTD(Default::default()),
+            Compression::GZIP(Default::default()),
+            Compression::LZ4_RAW,
+        ][rng.random_range(0..5)];
+        let mut b = WriterProperties::builder()
+            .set_compression(codec)
+            .set_writer_version(if rng.random_bool(0.5) {
+                WriterVersion::PARQUET_1_0
+            } else {
+                WriterVersion::PARQUET_2_0
+            })
+            .set_dictionary_enabled(rng.random_bool(0.5))
+            .set_dictionary_page_size_limit(rng.random_range(64..4096))
+            .set_data_page_row_count_limit(rng.random_range(1..600))
+            .set_write_batch_size(rng.random_range(1..300))
+            .set_max_row_group_row_count(Some(rng.random_range(1..2500)))
+            .set_bloom_filter_enabled(rng.random_bool(0.3));
+        let mut described = format!("{codec:?}");
+        for c in descr.columns() {
+            let choices: &[Encoding] = match c.physical_type() {
+                PhysicalType::BYTE_ARRAY => &[
+                    Encoding::PLAIN,
+                    Encoding::DELTA_LENGTH_BYTE_ARRAY,
+                    Encoding::DELTA_BYTE_ARRAY,
+                ],
+                PhysicalType::FIXED_LEN_BYTE_ARRAY => &[
+                    Encoding::PLAIN,
+                    Encoding::DELTA_BYTE_ARRAY,
+                    Encoding::BYTE_STREAM_SPLIT,
+                ],
+                PhysicalType::INT32 | PhysicalType::INT64 => &[
+                    Encoding::PLAIN,
+                    Encoding::DELTA_BINARY_PACKED,
+                    Encoding::BYTE_STREAM_SPLIT,
+                ],
+                _ => &[Encoding::PLAIN],
+            };
+            // Mostly PLAIN: the encodings the byte search reads.
+            let e = if rng.random_bool(0.6) {
+                Encoding::PLAIN
+            } else {
+                choices[rng.random_range(0..choices.len())]
+            };
+            described.push_str(&format!(" {}={e:?}", c.path().string()));
+            b = b.set_column_encoding(c.path().clone(), e);
+        }
+        let mut out = Vec::new();
+        let mut w = ArrowWriter::try_new(&mut out, schema, Some(b.build())).unwrap();
+        for batch in batches {
+            w.write(batch).unwrap();
+        }
+        w.close().unwrap();
+        (out, described)
+    }
+
+    fn scan(
+        traces: &TraceSet,
+        file: &[u8],
+        values_only: bool,
+        how: Values,
+    ) -> (Result<(), String>, Vec<crate::Hit>, u64) {
+        let mut hits = Hits::new(traces, values_only);
+        let r = scan_parquet_with(Bytes::copy_from_slice(file), &mut hits, false, how);
+        let (h, omitted) = hits.finish();
+        (r, h, omitted)
+    }
+
+    #[test]
+    fn searching_bytes_finds_what_decoding_every_value_finds() {
+        let seed = std::env::var("LETHE_SCAN_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(20_260_518u64);
+        println!("seed: {seed} (set LETHE_SCAN_SEED to override)");
+        let mut rng = StdRng::seed_from_u64(seed);
+        let subjects = subjects();
+        let all = TraceSet::new(&subjects, 15).unwrap();
+        // A value holding U+FFFD (what the search puts for invalid UTF-8): pages are decoded.
+        let mut odd = subjects.clone();
+        odd.push(SubjectTraces {
+            label: "d".into(),
+            ids: Vec::new(),
+            values: vec![ValueTrace {
+                kind: "note".into(),
+                value: "ab\u{FFFD}".into(),
+            }],
+        });
+        let odd = TraceSet::new(&odd, 15).unwrap();
+        assert!(all.page_bytes_searchable() && !odd.page_bytes_searchable());
+        let mut data_hits = 0;
+        for round in 0..32 {
+            DENSITY.set([0.0, 0.0002, 0.003, 0.05, 0.5][round % 5]);
+            let batches: Vec<RecordBatch> = (0..rng.random_range(1..4))
+                .map(|_| {
+                    let n = rng.random_range(1..1500);
+                    batch(&mut rng, n)
+                })
+                .collect();
+            let (file, described) = write(&mut rng, &batches);
+            for (k, traces) in [(0, &all), (1, &odd)] {
+                for values_only in [false, true] {
+                    let fast = scan(traces, &file, values_only, Values::Search);
+                    let reference = scan(traces, &file, values_only, Values::Reference);
+                    assert!(reference.0.is_ok(), "round {round}: {:?}", reference.0);
+                    assert_eq!(
+                        fast, reference,
+                        "round {round} (seed {seed}, traces {k}, values_only {values_only}): {described}"
+                    );
+                    data_hits += fast.1.len();
+                }
+            }
+            // One subject at a time: the same hits as among all.
+            for s in 0..subjects.len() {
+                let one = TraceSet::new(&subjects[s..=s], 15).unwrap();
+                let fast = scan(&one, &file, false, Values::Search);
+                let reference = scan(&one, &file, false, Values::Reference);
+                assert_eq!(fast, reference, "round {round} subject {s}: {described}");
+            }
+        }
+        assert!(
+            data_hits > 100,
+            "the fixtures hold traces: {data_hits} hits"
+        );
+        let (decoded, skipped) = (
+            DECODED.load(Ordering::Relaxed),
+            SKIPPED.load(Ordering::Relaxed),
+        );
+        println!("column chunks decoded {decoded}, skipped {skipped}");
+        assert!(
+            decoded > 100 && skipped > 100,
+            "decoded {decoded}, skipped {skipped}"
+        );
+    }
+}

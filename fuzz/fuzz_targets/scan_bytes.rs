@@ -1,11 +1,17 @@
 //! Fuzz `lethe_scan::scan_bytes`: the first input byte picks the file name (and so the
-//! reader for content without magic bytes), the rest is the file's content. Any panic or
-//! crash is a bug: the scanner must report malformed files as unreadable.
+//! reader for content without magic bytes), bit 0x80 values-only, bit 0x40 one subject or a
+//! crowd of 300 (the byte search's gram filters); the rest is the file's content. Any panic
+//! or crash is a bug: the scanner must report malformed files as unreadable. For Parquet the
+//! byte search is compared with decoding every value (`scan_bytes_reference`): when the
+//! reference reads the file, the search must too, with the same hits.
 #![no_main]
 
 use std::sync::OnceLock;
 
-use lethe_scan::{IdTrace, IdValue, SubjectTraces, TraceSet, ValueTrace, scan_bytes};
+use lethe_scan::{
+    FileStatus, IdTrace, IdValue, SubjectTraces, TraceSet, ValueTrace, scan_bytes,
+    scan_bytes_reference,
+};
 use libfuzzer_sys::fuzz_target;
 
 const NAMES: &[&str] = &[
@@ -19,29 +25,86 @@ const NAMES: &[&str] = &[
     "x.jsonl",
 ];
 
-fn traces() -> &'static TraceSet {
-    static TRACES: OnceLock<TraceSet> = OnceLock::new();
-    TRACES.get_or_init(|| {
-        let subject = SubjectTraces {
-            label: "fuzz".into(),
-            ids: vec![
-                IdTrace { column: "learner_id".into(), values: vec![IdValue::Int(3590)] },
-                IdTrace { column: "review_id".into(), values: vec![IdValue::Text("CGB0000113".into())] },
-            ],
-            values: vec![
-                ValueTrace { kind: "email".into(), value: "alexa590@post.example".into() },
-                ValueTrace { kind: "full_name".into(), value: "Zoë Çelik".into() },
-            ],
-        };
-        match TraceSet::new(&[subject], 15) {
+fn subject() -> SubjectTraces {
+    SubjectTraces {
+        label: "fuzz".into(),
+        ids: vec![
+            IdTrace {
+                column: "learner_id".into(),
+                values: vec![IdValue::Int(3590)],
+            },
+            IdTrace {
+                column: "review_id".into(),
+                values: vec![IdValue::Text("CGB0000113".into())],
+            },
+        ],
+        values: vec![
+            ValueTrace {
+                kind: "email".into(),
+                value: "alexa590@post.example".into(),
+            },
+            ValueTrace {
+                kind: "full_name".into(),
+                value: "Zoë Çelik".into(),
+            },
+        ],
+    }
+}
+
+fn traces(crowd: bool) -> &'static TraceSet {
+    static ONE: OnceLock<TraceSet> = OnceLock::new();
+    static CROWD: OnceLock<TraceSet> = OnceLock::new();
+    let build = |n: u64| {
+        let mut subjects = vec![subject()];
+        for i in 1..n {
+            // Deterministic values of every length class (under 8, 8-10, 11-14, 15+ bytes).
+            let len = 4 + (i * 7 % 26) as usize;
+            let value: String = (0..len)
+                .map(|k| (b'a' + ((i * 31 + k as u64 * 17) % 26) as u8) as char)
+                .collect();
+            subjects.push(SubjectTraces {
+                label: format!("crowd-{i}"),
+                ids: vec![IdTrace {
+                    column: "learner_id".into(),
+                    values: vec![IdValue::Int(1_000_000 + i as i64 * 7919)],
+                }],
+                values: vec![ValueTrace {
+                    kind: "email".into(),
+                    value,
+                }],
+            });
+        }
+        match TraceSet::new(&subjects, 15) {
             Ok(t) => t,
             Err(e) => panic!("fuzz traces: {e}"),
         }
-    })
+    };
+    if crowd {
+        CROWD.get_or_init(|| build(300))
+    } else {
+        ONE.get_or_init(|| build(1))
+    }
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&selector, content)) = data.split_first() else { return };
+    let Some((&selector, content)) = data.split_first() else {
+        return;
+    };
     let name = NAMES[usize::from(selector) % NAMES.len()];
-    let _ = scan_bytes(traces(), name, content, selector & 0x80 != 0);
+    let (values_only, traces) = (selector & 0x80 != 0, traces(selector & 0x40 != 0));
+    let report = scan_bytes(traces, name, content, values_only);
+    if content.starts_with(b"PAR1") {
+        let reference = scan_bytes_reference(traces, name, content, values_only);
+        if reference.status == FileStatus::Read {
+            assert_eq!(
+                report.status,
+                FileStatus::Read,
+                "the reference read the file"
+            );
+            assert_eq!(
+                (&report.hits, report.hits_omitted),
+                (&reference.hits, reference.hits_omitted)
+            );
+        }
+    }
 });

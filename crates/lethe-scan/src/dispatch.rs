@@ -107,6 +107,8 @@ fn sniff(head: &[u8], name: &str) -> Kind {
 pub(crate) struct Ctx<'t> {
     pub hits: Hits<'t>,
     pub marked_delete: bool,
+    /// How Parquet data values are read.
+    pub parquet_values: parquet::Values,
     pub format: FileFormat,
     pub gzip: bool,
 }
@@ -126,7 +128,7 @@ pub(crate) fn scan_source<R: ChunkReader + 'static>(
     match kind {
         Kind::Parquet => {
             ctx.format = FileFormat::Parquet;
-            parquet::scan_parquet(src, &mut ctx.hits, ctx.marked_delete)
+            parquet::scan_parquet(src, &mut ctx.hits, ctx.marked_delete, ctx.parquet_values)
         }
         Kind::Puffin => {
             ctx.format = FileFormat::Puffin;

@@ -50,6 +50,7 @@ use serde::Serialize;
 
 pub mod dispatch;
 mod formats;
+mod grams;
 mod report;
 mod traces;
 
@@ -172,10 +173,7 @@ pub fn scan(
             let (next, entries, canonical_deletes, schedule) =
                 (&next, &entries, &canonical_deletes, &schedule);
             s.spawn(move || {
-                loop {
-                    let Some(&i) = schedule.get(next.fetch_add(1, Ordering::Relaxed)) else {
-                        break;
-                    };
+                while let Some(&i) = schedule.get(next.fetch_add(1, Ordering::Relaxed)) {
                     let Some(entry) = entries.get(i) else { break };
                     let report = scan_entry(traces, options, canonical_deletes, entry);
                     if tx.send((i, report)).is_err() {
@@ -403,6 +401,32 @@ pub fn scan_bytes(traces: &TraceSet, name: &str, bytes: &[u8], values_only: bool
     )
 }
 
+/// [`scan_bytes`] with every Parquet data value decoded and searched one by one, as the scan
+/// did before it searched pages' bytes: the reference the fuzz target compares the byte
+/// search with (feature `reference`; not for other use).
+#[cfg(feature = "reference")]
+#[doc(hidden)]
+pub fn scan_bytes_reference(
+    traces: &TraceSet,
+    name: &str,
+    bytes: &[u8],
+    values_only: bool,
+) -> FileReport {
+    let data = Bytes::copy_from_slice(bytes);
+    run_guarded(
+        traces,
+        Path::new(name),
+        name,
+        bytes.len() as u64,
+        values_only,
+        false,
+        |ctx| {
+            ctx.parquet_values = formats::parquet::Values::Reference;
+            dispatch::scan_source(data, name, ctx, 0)
+        },
+    )
+}
+
 /// Run one file's reader with hit collection, redaction and a panic guard.
 fn run_guarded(
     traces: &TraceSet,
@@ -416,6 +440,7 @@ fn run_guarded(
     let mut ctx = Ctx {
         hits: Hits::new(traces, values_only),
         marked_delete,
+        parquet_values: formats::parquet::Values::Search,
         format: FileFormat::Unknown,
         gzip: false,
     };

@@ -378,7 +378,7 @@ impl<'t> Deferred<'t> {
     }
 
     /// A sink that orders occurrences as they are recorded, as [`Hits`] itself does.
-    #[cfg(test)]
+    #[cfg(any(test, feature = "reference"))]
     pub fn in_arrival_order(traces: &'t TraceSet, values_only: bool) -> Self {
         Deferred {
             arrival: Some(0),

@@ -79,17 +79,8 @@ fn id_name(parts: &[String]) -> &str {
     parts.last().map(String::as_str).unwrap_or("")
 }
 
-/// Read a Parquet file.
+/// Read a Parquet file, its data values as `how` says.
 pub(crate) fn scan_parquet<R: ChunkReader + 'static>(
-    src: R,
-    hits: &mut Hits,
-    marked_delete: bool,
-) -> Result<(), String> {
-    scan_parquet_with(src, hits, marked_delete, Values::Search)
-}
-
-/// [`scan_parquet`], with the data values read as `how` says.
-pub(crate) fn scan_parquet_with<R: ChunkReader + 'static>(
     src: R,
     hits: &mut Hits,
     marked_delete: bool,
@@ -304,14 +295,14 @@ pub(crate) fn decode_values<R: ChunkReader + 'static>(
     let mask = match projection {
         Projection::Leaf(c) => ProjectionMask::leaves(&schema, [c]),
         Projection::Root(r) => ProjectionMask::roots(&schema, [r]),
-        #[cfg(test)]
+        #[cfg(any(test, feature = "reference"))]
         Projection::All => ProjectionMask::all(),
     };
     // The first leaf of each top-level field the batches hold.
     let first_leaves: Vec<u32> = match projection {
         Projection::Leaf(c) => vec![c],
         Projection::Root(r) => vec![first_leaf_of(r)],
-        #[cfg(test)]
+        #[cfg(any(test, feature = "reference"))]
         Projection::All => (0..schema.root_schema().get_fields().len())
             .map(first_leaf_of)
             .collect(),
@@ -361,7 +352,7 @@ pub(crate) enum Projection {
     /// A whole top-level column, by its index among the roots.
     Root(usize),
     /// Every column.
-    #[cfg(test)]
+    #[cfg(any(test, feature = "reference"))]
     All,
 }
 

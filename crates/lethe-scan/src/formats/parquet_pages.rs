@@ -48,7 +48,7 @@ pub(crate) enum Values {
     /// Decode every value of the file in one pass, recording hits as they come (how the
     /// scan read Parquet before it searched bytes: the reference the search is tested
     /// against).
-    #[cfg(test)]
+    #[cfg(any(test, feature = "reference"))]
     Reference,
 }
 
@@ -92,7 +92,7 @@ pub(crate) fn scan_values<R: ChunkReader + 'static>(
             sink = Deferred::new(traces, hits.values_only);
             result = search_and_decode(src, meta, &mut sink, place);
         }
-        #[cfg(test)]
+        #[cfg(any(test, feature = "reference"))]
         Values::Reference => {
             sink = Deferred::in_arrival_order(traces, hits.values_only);
             result = decode_values(src, meta, &mut sink, place, Projection::All, None, 0);
@@ -137,9 +137,11 @@ fn search_and_decode<R: ChunkReader + 'static>(
     let mut scratch = Vec::new();
     for (g, rg) in groups.iter().enumerate() {
         for c in 0..columns {
-            let what = searched[c];
-            if !by_bytes && what.is_some() {
-                // Decoded: that reads its pages.
+            let Some(what) = searched[c] else {
+                // No trace is searched in values of this type: not read.
+                continue;
+            };
+            if !by_bytes {
                 candidate[g][c] = true;
                 continue;
             }
@@ -151,7 +153,7 @@ fn search_and_decode<R: ChunkReader + 'static>(
                     )
                 })?;
             #[cfg(test)]
-            if what.is_some() {
+            {
                 let n = if candidate[g][c] {
                     &tests::DECODED
                 } else {
@@ -168,11 +170,11 @@ fn search_and_decode<R: ChunkReader + 'static>(
         first_rows.push(rows);
         rows = rows.saturating_add(u64::try_from(rg.num_rows()).unwrap_or(0));
     }
-    for r in 0..roots {
+    for (r, nested) in nested_root.iter().enumerate() {
         let leaves: Vec<usize> = (0..columns)
             .filter(|&c| schema.get_column_root_idx(c) == r)
             .collect();
-        if nested_root[r] {
+        if *nested {
             let any = leaves
                 .iter()
                 .any(|&c| candidate.iter().any(|g| g.get(c) == Some(&true)));
@@ -206,7 +208,7 @@ fn chunk_may_hold<R: ChunkReader + 'static>(
     src: &Shared<R>,
     rg: &RowGroupMetaData,
     c: usize,
-    what: Option<PageSearch>,
+    what: PageSearch,
     traces: &TraceSet,
     props: &Arc<ReaderProperties>,
     scratch: &mut Vec<u8>,
@@ -219,29 +221,97 @@ fn chunk_may_hold<R: ChunkReader + 'static>(
         None,
         Arc::clone(props),
     )?;
-    let strings = matches!(what, Some(PageSearch::Values | PageSearch::ValuesAndIds));
+    let strings = matches!(what, PageSearch::Values | PageSearch::ValuesAndIds);
+    let width = match what {
+        PageSearch::Int32 => 4,
+        PageSearch::Int64 => 8,
+        _ => 0,
+    };
+    let descr = rg.column(c).column_descr();
     while let Some(page) = pages.get_next_page()? {
-        let Some(what) = what else { continue };
-        let (buf, searchable) = match &page {
+        // The buffer, whether it can be searched as bytes, and where plain values start when
+        // that is known (integers are then compared value by value).
+        let (buf, searchable, values_at) = match &page {
             Page::DictionaryPage { buf, encoding, .. } => (
                 buf,
                 matches!(encoding, Encoding::PLAIN | Encoding::PLAIN_DICTIONARY),
+                Some(0),
             ),
-            Page::DataPage { buf, encoding, .. } | Page::DataPageV2 { buf, encoding, .. } => {
-                match encoding {
-                    // Indices into the dictionary page, which is searched.
-                    Encoding::RLE_DICTIONARY | Encoding::PLAIN_DICTIONARY => continue,
-                    Encoding::PLAIN => (buf, true),
-                    Encoding::DELTA_LENGTH_BYTE_ARRAY => (buf, strings),
-                    _ => (buf, false),
-                }
-            }
+            Page::DataPage {
+                buf,
+                encoding,
+                def_level_encoding,
+                rep_level_encoding,
+                ..
+            } => match encoding {
+                // Indices into the dictionary page, which is searched.
+                Encoding::RLE_DICTIONARY | Encoding::PLAIN_DICTIONARY => continue,
+                Encoding::PLAIN => (
+                    buf,
+                    true,
+                    v1_values_offset(
+                        buf,
+                        (descr.max_rep_level() > 0).then_some(*rep_level_encoding),
+                        (descr.max_def_level() > 0).then_some(*def_level_encoding),
+                    ),
+                ),
+                Encoding::DELTA_LENGTH_BYTE_ARRAY => (buf, strings, None),
+                _ => (buf, false, None),
+            },
+            Page::DataPageV2 {
+                buf,
+                encoding,
+                def_levels_byte_len,
+                rep_levels_byte_len,
+                ..
+            } => match encoding {
+                Encoding::RLE_DICTIONARY | Encoding::PLAIN_DICTIONARY => continue,
+                Encoding::PLAIN => (
+                    buf,
+                    true,
+                    usize::try_from(
+                        u64::from(*def_levels_byte_len) + u64::from(*rep_levels_byte_len),
+                    )
+                    .ok(),
+                ),
+                Encoding::DELTA_LENGTH_BYTE_ARRAY => (buf, strings, None),
+                _ => (buf, false, None),
+            },
         };
-        if !searchable || traces.page_may_hold(what, buf, scratch) {
+        if !searchable {
+            return Ok(true);
+        }
+        let plain = values_at
+            .filter(|_| width > 0)
+            .and_then(|at| buf.get(at..))
+            .filter(|v| v.len() % width == 0);
+        let may = match plain {
+            Some(values) => traces.plain_ints_may_hold(width, values),
+            None => traces.page_may_hold(what, buf, scratch),
+        };
+        if may {
             return Ok(true);
         }
     }
     Ok(false)
+}
+
+/// Where the values of a v1 data page start: after its repetition and definition levels
+/// (each, when the column has them, RLE with a 4-byte length). None when a level encoding has
+/// no length (the deprecated BIT_PACKED) or the lengths don't fit.
+fn v1_values_offset(buf: &[u8], rep: Option<Encoding>, def: Option<Encoding>) -> Option<usize> {
+    let mut at = 0usize;
+    for levels in [rep, def].into_iter().flatten() {
+        if levels != Encoding::RLE {
+            return None;
+        }
+        let len = buf
+            .get(at..)?
+            .first_chunk::<4>()
+            .map(|b| u32::from_le_bytes(*b))?;
+        at = at.checked_add(4)?.checked_add(usize::try_from(len).ok()?)?;
+    }
+    (at <= buf.len()).then_some(at)
 }
 
 #[cfg(test)]
@@ -266,7 +336,7 @@ mod tests {
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
 
-    use crate::formats::parquet::scan_parquet_with;
+    use crate::formats::parquet::scan_parquet;
     use crate::report::Hits;
     use crate::traces::{IdTrace, IdValue, SubjectTraces, TraceSet, ValueTrace};
 
@@ -626,7 +696,7 @@ mod tests {
         how: Values,
     ) -> (Result<(), String>, Vec<crate::Hit>, u64) {
         let mut hits = Hits::new(traces, values_only);
-        let r = scan_parquet_with(Bytes::copy_from_slice(file), &mut hits, false, how);
+        let r = scan_parquet(Bytes::copy_from_slice(file), &mut hits, false, how);
         let (h, omitted) = hits.finish();
         (r, h, omitted)
     }
@@ -652,6 +722,35 @@ mod tests {
             }],
         });
         let odd = TraceSet::new(&odd, 15).unwrap();
+        // Hundreds of subjects: the gram filters and the cover (see `grams`) instead of the
+        // automaton alone; values of every length class.
+        let mut crowd = subjects.clone();
+        for i in 0..300 {
+            let word = |rng: &mut StdRng, n: usize| -> String {
+                (0..n)
+                    .map(|_| rng.random_range(b'a'..=b'z') as char)
+                    .collect()
+            };
+            let n = rng.random_range(4..30);
+            crowd.push(SubjectTraces {
+                label: format!("r{i}"),
+                ids: vec![
+                    IdTrace {
+                        column: "learner_id".into(),
+                        values: vec![IdValue::Int(rng.random_range(-1_000_000..1_000_000))],
+                    },
+                    IdTrace {
+                        column: "review_id".into(),
+                        values: vec![IdValue::Text(word(&mut rng, 9))],
+                    },
+                ],
+                values: vec![ValueTrace {
+                    kind: "email".into(),
+                    value: word(&mut rng, n),
+                }],
+            });
+        }
+        let crowd = TraceSet::new(&crowd, 15).unwrap();
         assert!(all.page_bytes_searchable() && !odd.page_bytes_searchable());
         let mut data_hits = 0;
         for round in 0..32 {
@@ -663,7 +762,7 @@ mod tests {
                 })
                 .collect();
             let (file, described) = write(&mut rng, &batches);
-            for (k, traces) in [(0, &all), (1, &odd)] {
+            for (k, traces) in [(0, &all), (1, &odd), (2, &crowd)] {
                 for values_only in [false, true] {
                     let fast = scan(traces, &file, values_only, Values::Search);
                     let reference = scan(traces, &file, values_only, Values::Reference);

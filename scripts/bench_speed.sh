@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Issue 18's figures (BENCHMARKS.md section 13), each side by side in one run:
+#   bash scripts/bench_speed.sh [OUT_DIR] [SCAN_SCALES] [ERASE_SCALES]   ("" skips a part)
+# defaults: /tmp/lethe-bench-speed, "10 100", "1 10 100".
+#  - the proof scan: for each scan scale a fresh demo; `cat` of every file the scan reads
+#    (warehouse and raw/) with a warm cache, best of 3; `lethe scan --subject learner=3590`
+#    (whole process, and the scan's own seconds it reports); `lethe bench scan --subjects 1000`
+#    (1 vs 1,000 subjects); scripts/bench_scan_py.py, an independent pyarrow + fastavro scan.
+#  - one erasure: for each erase scale two demos made by the same `demo init` (identical data;
+#    a copy with `cp` would not do, the catalog holds absolute paths); `lethe erase` of learner
+#    3590 on one, scripts/bench_erase_py.py (PyIceberg 0.12: the plan's row changes,
+#    expire_snapshots, a sweep) on the other; both whole processes under /usr/bin/time -v.
+# Uses the release binary (set CARGO_TARGET_DIR to reuse a build) and the PyIceberg venv.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out="${1:-/tmp/lethe-bench-speed}"
+scan_scales="${2-10 100}"
+erase_scales="${3-1 10 100}"
+rm -rf "$out"; mkdir -p "$out"
+target="${CARGO_TARGET_DIR:-target}"
+cargo build --release -p lethe-cli >&2
+lethe="$(realpath "$target/release/lethe")"
+py="$(bash scripts/python-env.sh)"
+scripts="$(pwd)/scripts"
+timed() { # timed NAME CMD... : runs CMD under /usr/bin/time -v, prints "NAME wall=.. peak_rss_kB=.."
+  local name="$1"; shift
+  /usr/bin/time -v -o "$out/$name.time" "$@" > "$out/$name.out"
+  local s kb
+  s=$(grep "Elapsed (wall clock)" "$out/$name.time" | awk '{print $NF}')
+  kb=$(grep "Maximum resident" "$out/$name.time" | awk '{print $NF}')
+  echo "$name wall=$s peak_rss_kB=$kb"
+}
+now() { date +%s.%N; }
+
+for scale in $scan_scales; do
+  d="$out/scan$scale"
+  echo "== proof scan at scale $scale"
+  "$lethe" demo init --dir "$d" --scale "$scale" > /dev/null 2>&1
+  files=$(find "$d/warehouse" "$d/raw" -type f | wc -l)
+  bytes=$(find "$d/warehouse" "$d/raw" -type f -printf '%s\n' | awk '{s+=$1} END {print s}')
+  echo "files=$files bytes=$bytes disk=$(du -sh "$d" | cut -f1)"
+  for _ in 1 2; do find "$d/warehouse" "$d/raw" -type f -exec cat {} + > /dev/null; done
+  best=
+  for _ in 1 2 3; do
+    s=$(now); find "$d/warehouse" "$d/raw" -type f -exec cat {} + > /dev/null; e=$(now)
+    t=$(echo "$e - $s" | bc)
+    if [ -z "$best" ] || [ "$(echo "$t < $best" | bc)" = 1 ]; then best=$t; fi
+  done
+  echo "cat-$scale seconds=$best bytes_per_second=$(echo "$bytes / $best" | bc)"
+  for run in 1 2 3; do
+    (cd "$d" && timed "scan-$scale-$run" "$lethe" scan --subject learner=3590 --json) || true
+    "$py" - "$out/scan-$scale-$run.out" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+print(f"  scan seconds={d['seconds']:.3f} bytes_per_second={d['bytes_read'] / d['seconds']:.0f}"
+      f" files={d['files_read']} files_holding={d['files_holding']} hits={len(d['hits'])}")
+EOF
+  done
+  (cd "$d" && timed "bench-scan-$scale" "$lethe" bench scan --subjects 1000 && cat "$out/bench-scan-$scale.out")
+  (cd "$d" && timed "py-scan-$scale" "$py" "$scripts/bench_scan_py.py" catalog.db warehouse 3590 warehouse raw && cat "$out/py-scan-$scale.out")
+  rm -rf "$d"
+done
+
+for scale in $erase_scales; do
+  echo "== erase learner 3590 at scale $scale: lethe vs PyIceberg 0.12 on an identical copy"
+  for who in lethe py; do "$lethe" demo init --dir "$out/erase$scale-$who" --scale "$scale" > /dev/null 2>&1; done
+  echo "disk=$(du -sh "$out/erase$scale-lethe" | cut -f1) per copy"
+  (cd "$out/erase$scale-py" && "$lethe" explain --subject learner=3590 --json > "$out/plan-$scale.json")
+  # The demo's erasure reaches the helpdesk vendor's API too: served beside it, stopped after.
+  (cd "$out/erase$scale-lethe" && exec "$lethe" demo vendor > "$out/vendor-$scale.log" 2>&1) &
+  vendor=$!
+  sleep 1
+  (cd "$out/erase$scale-lethe" && timed "erase-lethe-$scale" "$lethe" erase --subject learner=3590 --request e-1 --min-age 0 --json) || true
+  kill "$vendor"; wait "$vendor" 2> /dev/null || true
+  "$py" - "$out/erase-lethe-$scale.out" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+print(f"  lethe verdict={d.get('verdict')} keys={sorted(d)[:12]}")
+EOF
+  (cd "$out/erase$scale-py" && timed "erase-py-$scale" "$py" "$scripts/bench_erase_py.py" catalog.db warehouse "$out/plan-$scale.json" && cat "$out/erase-py-$scale.out")
+  rm -rf "$out/erase$scale-lethe" "$out/erase$scale-py"
+done

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 18's figures (BENCHMARKS.md section 13), each side by side in one run:
+# Issue 18's figures (BENCHMARKS.md section 16), each side by side in one run:
 #   bash scripts/bench_speed.sh [OUT_DIR] [SCAN_SCALES] [ERASE_SCALES]   ("" skips a part)
 # defaults: /tmp/lethe-bench-speed, "10 100", "1 10 100".
 #  - the proof scan: for each scan scale a fresh demo; `cat` of every file the scan reads

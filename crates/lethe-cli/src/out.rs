@@ -67,6 +67,16 @@ pub fn progress(msg: &str) {
     }
 }
 
+/// A progress callback that prints [`progress`] lines, or nothing when `quiet` (under `--json`,
+/// where standard output is for the machine and progress would only be noise).
+pub fn progress_unless(quiet: bool) -> impl Fn(&str) + Send + Sync {
+    move |m| {
+        if !quiet {
+            progress(m)
+        }
+    }
+}
+
 /// Ends a progress line.
 pub fn progress_done() {
     use std::io::IsTerminal;

@@ -160,13 +160,7 @@ pub async fn run(c: ConsentCommand, config: Option<&Path>) -> anyhow::Result<Exi
                     subject: s.subject,
                     id: s.id,
                 };
-                match run_erase(&ws, &[spec], &opts, &|m| {
-                    if !json {
-                        out::progress(m)
-                    }
-                })
-                .await
-                {
+                match run_erase(&ws, &[spec], &opts, &out::progress_unless(json)).await {
                     Ok(e) => erased = Some(e),
                     Err(lethe::Error::Refused(why)) => {
                         out::progress_done();

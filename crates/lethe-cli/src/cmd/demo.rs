@@ -234,11 +234,7 @@ pub async fn run(c: DemoCommand, config: Option<&Path>) -> anyhow::Result<ExitCo
                     catalog_name,
                     storage: storage.config(),
                 },
-                &|m| {
-                    if !quiet {
-                        out::progress(m)
-                    }
-                },
+                &out::progress_unless(quiet),
             )
             .await?;
             if json {

@@ -195,11 +195,7 @@ pub async fn discover(a: DiscoverArgs, config: Option<&Path>) -> anyhow::Result<
             write: a.write,
             ..Default::default()
         },
-        &|m| {
-            if !quiet {
-                out::progress(m)
-            }
-        },
+        &out::progress_unless(quiet),
     )
     .await?;
     let code = if report.unreadable.is_empty() {

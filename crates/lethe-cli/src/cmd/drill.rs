@@ -53,12 +53,7 @@ pub async fn drill(a: DrillArgs, config: Option<&Path>) -> anyhow::Result<ExitCo
             .transpose()?,
     };
     let quiet = a.json;
-    let r = run_drill(&ws, &subject, &opts, &|m| {
-        if !quiet {
-            out::progress(m)
-        }
-    })
-    .await?;
+    let r = run_drill(&ws, &subject, &opts, &out::progress_unless(quiet)).await?;
     out::progress_done();
     if a.json {
         out::json(&r)?;

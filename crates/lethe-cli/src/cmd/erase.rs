@@ -55,11 +55,11 @@ pub async fn erase(a: EraseArgs, config: Option<&Path>) -> anyhow::Result<ExitCo
         match find_request(&ws, r)? {
             Some(mut j) if j.is_finished() => {
                 let quiet = a.json;
-                let ran = lethe::erasure::erase::run_pending_cleanup(&ws, &mut j, &|m| {
-                    if !quiet {
-                        out::progress(m)
-                    }
-                })
+                let ran = lethe::erasure::erase::run_pending_cleanup(
+                    &ws,
+                    &mut j,
+                    &out::progress_unless(quiet),
+                )
                 .await?;
                 if ran {
                     let purged: usize = j.cleanup.values().map(|c| c.versions_purged).sum();

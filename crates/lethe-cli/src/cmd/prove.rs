@@ -157,12 +157,7 @@ pub async fn scan(a: ScanArgs, config: Option<&Path>) -> anyhow::Result<ExitCode
     let ws = super::workspace(config)?;
     let cases = cases_for(&ws, &a).await?;
     let quiet = a.json;
-    let r = lethe::erasure::prove::prove(&ws, &cases, &|m| {
-        if !quiet {
-            out::progress(m)
-        }
-    })
-    .await?;
+    let r = lethe::erasure::prove::prove(&ws, &cases, &out::progress_unless(quiet)).await?;
     out::progress_done();
     if a.json {
         out::json(&r)?;
@@ -230,11 +225,12 @@ pub async fn scan(a: ScanArgs, config: Option<&Path>) -> anyhow::Result<ExitCode
 pub async fn attest(a: AttestArgs, config: Option<&Path>) -> anyhow::Result<ExitCode> {
     let ws = super::workspace(config)?;
     let quiet = a.json;
-    let (att, _) = lethe::erasure::attest::attest(&ws, &a.request, !a.keep_case_file, &|m| {
-        if !quiet {
-            out::progress(m)
-        }
-    })
+    let (att, _) = lethe::erasure::attest::attest(
+        &ws,
+        &a.request,
+        !a.keep_case_file,
+        &out::progress_unless(quiet),
+    )
     .await?;
     out::progress_done();
     if let Some(f) = &a.html {

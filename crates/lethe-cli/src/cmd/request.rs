@@ -148,11 +148,7 @@ pub async fn run(c: RequestCommand, config: Option<&Path>) -> anyhow::Result<Exi
                     reference: a.reference,
                 },
                 &key,
-                &|m| {
-                    if !quiet {
-                        out::progress(m)
-                    }
-                },
+                &out::progress_unless(quiet),
             )
             .await?;
             out::progress_done();

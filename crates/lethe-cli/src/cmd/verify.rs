@@ -34,12 +34,7 @@ pub async fn verify(a: VerifyArgs, config: Option<&Path>) -> anyhow::Result<Exit
         None => ws.clock.now().date_naive(),
     };
     let quiet = a.json;
-    let outcomes = verify_pending(&ws, &mut j, today, &|m| {
-        if !quiet {
-            out::progress(m)
-        }
-    })
-    .await?;
+    let outcomes = verify_pending(&ws, &mut j, today, &out::progress_unless(quiet)).await?;
     out::progress_done();
     let m = lethe::erasure::manifest::of_request(&ws, &j, &a.request, None)?;
     // A store a legal hold keeps waits for the hold's end, not for verify.

@@ -116,6 +116,18 @@ impl Demo {
     }
 }
 
+/// Erase options for tests: a real erasure (not a dry run) whose sweep removes unreferenced
+/// files of any age, refusing incomplete plans, with the register key from the environment.
+pub fn erase_opts() -> lethe::erasure::erase::EraseOptions {
+    lethe::erasure::erase::EraseOptions {
+        dry_run: false,
+        min_age: Some(chrono::Duration::zero()),
+        accept_incomplete: false,
+        key_file: None,
+        day: None,
+    }
+}
+
 /// Runs the `lethe` binary in `dir` (which holds lethe.toml).
 pub fn lethe_in(dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_lethe"))

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use chrono::Duration;
 use lethe::erasure::case::RequestSpec;
-use lethe::erasure::erase::{EraseOptions, erase};
+use lethe::erasure::erase::erase;
 use lethe::workspace::Workspace;
 use lethe_iceberg::catalog::TableName;
 use lethe_iceberg::clock::FixedClock;
@@ -14,7 +14,7 @@ use lethe_iceberg::ops::sweep::{referenced, sweep};
 use lethe_iceberg::predicate::{Predicate, Value};
 use rand::{Rng, SeedableRng};
 
-use crate::common::{Demo, lethe_in, pyiceberg, seed};
+use crate::common::{Demo, erase_opts, lethe_in, pyiceberg, seed};
 
 const PLAN_TABLES: &[&str] = &[
     "billing.payments",
@@ -34,16 +34,6 @@ fn request(id: i64, request: &str) -> RequestSpec {
         request: request.into(),
         subject: "learner".into(),
         id: id.to_string(),
-    }
-}
-
-fn opts() -> EraseOptions {
-    EraseOptions {
-        dry_run: false,
-        min_age: Some(Duration::zero()),
-        accept_incomplete: false,
-        key_file: None,
-        day: None,
     }
 }
 
@@ -107,7 +97,7 @@ async fn with_generated_properties_the_erasure_leaves_nothing_behind() {
     let demo = Demo::new().await;
     let ws = &demo.ws;
     demo.lethe_ok(&["properties", "apply"], 0);
-    let report = erase(ws, &[request(3590, "erasure-0001")], &opts(), &|_| {})
+    let report = erase(ws, &[request(3590, "erasure-0001")], &erase_opts(), &|_| {})
         .await
         .unwrap();
     assert!(report.journal.finished_at.is_some());
@@ -286,9 +276,14 @@ async fn default_statistics_the_largest_email_leaves_no_manifest_either() {
         "the largest email ({}) is a bound before",
         email.len()
     );
-    erase(ws, &[request(learner, "erasure-largest")], &opts(), &|_| {})
-        .await
-        .unwrap();
+    erase(
+        ws,
+        &[request(learner, "erasure-largest")],
+        &erase_opts(),
+        &|_| {},
+    )
+    .await
+    .unwrap();
     let case = lethe::erasure::case::read_case(ws, "erasure-largest").unwrap();
     let proof = lethe::erasure::prove::prove(ws, &[case], &|_| {})
         .await
@@ -340,7 +335,7 @@ async fn a_crash_after_any_durable_step_resumes_to_the_same_end_state() {
     erase(
         &clean.ws,
         &[request(3590, "erasure-0001")],
-        &opts(),
+        &erase_opts(),
         &|_| {},
     )
     .await

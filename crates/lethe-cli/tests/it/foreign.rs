@@ -11,13 +11,14 @@ use iceberg::spec::{
     DataContentType, Datum, FormatVersion, PrimitiveType, Schema, Transform, Type,
 };
 use lethe::erasure::case::{RequestSpec, read_case};
-use lethe::erasure::erase::{EraseOptions, erase, prepare};
+use lethe::erasure::erase::{erase, prepare};
 use lethe::erasure::prove::{ProveReport, prove};
 use lethe_demo::fixtures::{delete_by_equality, delete_by_position, renamed, set_schema, upsert};
 use lethe_iceberg::catalog::TableName;
 use lethe_iceberg::ops::rewrite::{RowRewrite, count_rows, dry_run};
 use lethe_iceberg::predicate::{CmpOp, Predicate, Value};
 
+use crate::common::erase_opts;
 use crate::fixtures::*;
 
 fn request() -> RequestSpec {
@@ -25,16 +26,6 @@ fn request() -> RequestSpec {
         request: "erasure-0001".into(),
         subject: "customer".into(),
         id: SUBJECT.to_string(),
-    }
-}
-
-fn opts() -> EraseOptions {
-    EraseOptions {
-        dry_run: false,
-        min_age: Some(Duration::zero()),
-        accept_incomplete: false,
-        key_file: None,
-        day: None,
     }
 }
 
@@ -75,7 +66,9 @@ async fn erase_and_check(f: &Foreign, tables: &[&str]) {
         before.files_holding > 0,
         "the proof scan must see the subject before the erasure"
     );
-    let r = erase(&f.ws, &[request()], &opts(), &|_| {}).await.unwrap();
+    let r = erase(&f.ws, &[request()], &erase_opts(), &|_| {})
+        .await
+        .unwrap();
     assert!(r.journal.finished_at.is_some());
     let p = proof(f).await;
     assert!(

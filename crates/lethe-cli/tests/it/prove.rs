@@ -4,29 +4,18 @@
 
 use std::io::Write;
 
-use chrono::Duration;
 use lethe::erasure::case::{CaseFile, RequestSpec, ValueTrace, read_case};
-use lethe::erasure::erase::{EraseOptions, erase, prepare};
+use lethe::erasure::erase::{erase, prepare};
 use lethe_iceberg::ops::rewrite::append;
 use lethe_iceberg::writer::WriteOptions;
 
-use crate::common::Demo;
+use crate::common::{Demo, erase_opts};
 
 fn request(id: i64, request: &str) -> RequestSpec {
     RequestSpec {
         request: request.into(),
         subject: "learner".into(),
         id: id.to_string(),
-    }
-}
-
-fn opts() -> EraseOptions {
-    EraseOptions {
-        dry_run: false,
-        min_age: Some(Duration::zero()),
-        accept_incomplete: false,
-        key_file: None,
-        day: None,
     }
 }
 
@@ -68,7 +57,7 @@ async fn the_scan_finds_the_learner_in_data_and_bounds_then_nowhere() {
     assert!(before.files_holding >= 10);
 
     demo.lethe_ok(&["properties", "apply"], 0);
-    erase(ws, &[request(3590, "erasure-0001")], &opts(), &|_| {})
+    erase(ws, &[request(3590, "erasure-0001")], &erase_opts(), &|_| {})
         .await
         .unwrap();
     let out = demo.lethe_ok(&["scan", "--request", "erasure-0001", "--json"], 0);
@@ -187,7 +176,7 @@ async fn a_clean_demo_yields_no_false_positive() {
 async fn planted_residuals_make_the_attestation_incomplete_and_are_named() {
     let demo = Demo::new().await;
     let ws = &demo.ws;
-    erase(ws, &[request(3590, "erasure-0001")], &opts(), &|_| {})
+    erase(ws, &[request(3590, "erasure-0001")], &erase_opts(), &|_| {})
         .await
         .unwrap();
     let case = read_case(ws, "erasure-0001").unwrap();
@@ -248,7 +237,7 @@ async fn planted_residuals_make_the_attestation_incomplete_and_are_named() {
 async fn the_register_catches_a_reload_and_suppression_prevents_it() {
     let demo = Demo::new().await;
     let ws = &demo.ws;
-    erase(ws, &[request(3590, "erasure-0001")], &opts(), &|_| {})
+    erase(ws, &[request(3590, "erasure-0001")], &erase_opts(), &|_| {})
         .await
         .unwrap();
     demo.lethe_ok(&["register", "check"], 0);
@@ -386,7 +375,7 @@ async fn another_learners_ticket_naming_the_subject_is_a_mention() {
     )
     .await
     .unwrap();
-    erase(ws, &[request(3590, "erasure-0001")], &opts(), &|_| {})
+    erase(ws, &[request(3590, "erasure-0001")], &erase_opts(), &|_| {})
         .await
         .unwrap();
     let out = demo.lethe(&[

@@ -10,10 +10,9 @@ use std::sync::Arc;
 
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{DataType, Int64Type};
-use chrono::Duration;
 use iceberg::spec::{FormatVersion, Literal, NestedField, PrimitiveType, Schema, Type};
 use lethe::erasure::case::{RequestSpec, read_case};
-use lethe::erasure::erase::{EraseOptions, erase, prepare};
+use lethe::erasure::erase::{erase, prepare};
 use lethe::erasure::plan::Action;
 use lethe::erasure::prove::{ProveReport, prove};
 use lethe::governance::subjects::SubjectRef;
@@ -26,7 +25,7 @@ use lethe_iceberg::ops::rewrite::{RowRewrite, count_rows, rewrite_rows, select_r
 use lethe_iceberg::predicate::{Predicate, Value};
 use lethe_iceberg::table::Warehouse;
 
-use crate::common::{interop_dir, pyiceberg};
+use crate::common::{erase_opts, interop_dir, pyiceberg};
 use crate::fixtures::*;
 
 fn request(subject: &str, id: &str) -> RequestSpec {
@@ -34,16 +33,6 @@ fn request(subject: &str, id: &str) -> RequestSpec {
         request: "erasure-0001".into(),
         subject: subject.into(),
         id: id.into(),
-    }
-}
-
-fn opts() -> EraseOptions {
-    EraseOptions {
-        dry_run: false,
-        min_age: Some(Duration::zero()),
-        accept_incomplete: false,
-        key_file: None,
-        day: None,
     }
 }
 
@@ -302,7 +291,7 @@ async fn erasure_purges_rows_deletion_vectors_hide_and_keeps_row_ids() {
     let r = erase(
         &f.ws,
         &[request("customer", &SUBJECT.to_string())],
-        &opts(),
+        &erase_opts(),
         &|_| {},
     )
     .await
@@ -501,7 +490,7 @@ async fn nanosecond_timestamps_are_written_read_and_kept() {
     erase(
         &f.ws,
         &[request("customer", &SUBJECT.to_string())],
-        &opts(),
+        &erase_opts(),
         &|_| {},
     )
     .await
@@ -579,7 +568,7 @@ async fn corrupt_deletion_vectors_are_errors_naming_the_file() {
         let e = erase(
             &f.ws,
             &[request("customer", &SUBJECT.to_string())],
-            &opts(),
+            &erase_opts(),
             &|_| {},
         )
         .await
@@ -675,7 +664,7 @@ async fn a_variant_column_is_the_reason_its_step_is_unresolved() {
     let e = erase(
         &f.ws,
         &[request("customer", &SUBJECT.to_string())],
-        &opts(),
+        &erase_opts(),
         &|_| {},
     )
     .await
@@ -886,7 +875,7 @@ async fn spark_deletion_vectors_are_erased_and_row_ids_stay() {
     let step = step_of(&ws, "learner", "3590", table).await;
     assert_eq!(step.action, Action::Delete, "{step:?}");
 
-    let r = erase(&ws, &[request("learner", "3590")], &opts(), &|_| {})
+    let r = erase(&ws, &[request("learner", "3590")], &erase_opts(), &|_| {})
         .await
         .unwrap();
     assert!(r.journal.finished_at.is_some());

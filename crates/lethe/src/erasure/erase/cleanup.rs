@@ -15,7 +15,7 @@ use lethe_iceberg::catalog::TableName;
 use lethe_iceberg::commit::{TrimMetadataLog, commit};
 use lethe_iceberg::ops::expire::{Cutoff, ExpireOptions, expire};
 use lethe_iceberg::ops::manifests::rewrite_manifests;
-use lethe_iceberg::ops::sweep::{purge_versions, sweep};
+use lethe_iceberg::ops::sweep::{TableLocations, purge_versions, sweep_among};
 
 use super::durable_step;
 use super::journal::{Journal, TableCleanup, save_journal};
@@ -70,6 +70,7 @@ pub(super) async fn clean_up(
     let min_age = Duration::seconds(journal.min_age_seconds);
     let tables = changed_tables(journal);
     let n = tables.len();
+    let mut locations = None;
     for (k, table) in tables.into_iter().enumerate() {
         let name = TableName::parse(&table)?;
         let mut c = journal.cleanup.get(&table).cloned().unwrap_or_default();
@@ -80,7 +81,7 @@ pub(super) async fn clean_up(
                 continue;
             }
             progress(&format!("cleanup {phase} {}/{n} {table}", k + 1));
-            run_phase(ws, &name, phase, tag, min_age, &mut c).await?;
+            run_phase(ws, &name, phase, tag, min_age, &mut c, &mut locations).await?;
             c.phases.insert(phase.to_string());
             journal.cleanup.insert(table.clone(), c.clone());
             save_journal(ws, journal)?;
@@ -90,7 +91,8 @@ pub(super) async fn clean_up(
     Ok(())
 }
 
-/// One cleanup phase on one table, its counts added to `c`.
+/// One cleanup phase on one table, its counts added to `c`. The first sweep loads the
+/// warehouse's table locations into `locations`, for every later sweep of the same cleanup.
 async fn run_phase(
     ws: &Workspace,
     name: &TableName,
@@ -98,6 +100,7 @@ async fn run_phase(
     tag: &str,
     min_age: Duration,
     c: &mut TableCleanup,
+    locations: &mut Option<TableLocations>,
 ) -> Result<()> {
     match phase {
         "expire" | "expire-again" => {
@@ -131,7 +134,19 @@ async fn run_phase(
             c.versions_purged += r.versions_deleted;
         }
         _ => {
-            let r = sweep(&ws.warehouse, name, min_age, false, ws.clock.as_ref()).await?;
+            if locations.is_none() {
+                *locations = Some(TableLocations::load(&ws.warehouse).await?);
+            }
+            let tables = locations.as_ref().expect("loaded above");
+            let r = sweep_among(
+                &ws.warehouse,
+                name,
+                min_age,
+                false,
+                ws.clock.as_ref(),
+                tables,
+            )
+            .await?;
             c.files_removed += r.removed;
             c.files_too_young = r.too_young;
         }
@@ -150,10 +165,20 @@ pub(crate) async fn clean_tables(
 ) -> Result<TableCleanup> {
     let mut c = TableCleanup::default();
     let n = tables.len();
+    let mut locations = None;
     for phase in PHASES {
         for (k, table) in tables.iter().enumerate() {
             progress(&format!("cleanup {phase} {}/{n} {table}", k + 1));
-            run_phase(ws, &TableName::parse(table)?, phase, tag, min_age, &mut c).await?;
+            run_phase(
+                ws,
+                &TableName::parse(table)?,
+                phase,
+                tag,
+                min_age,
+                &mut c,
+                &mut locations,
+            )
+            .await?;
         }
         c.phases.insert(phase.to_string());
     }

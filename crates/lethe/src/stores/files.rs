@@ -23,6 +23,7 @@ use async_trait::async_trait;
 use super::registry::StoreConfig;
 use super::{Deleted, Seeded, SeededPlace, Store, StoreAction, StoreSubject, error};
 use crate::error::Result;
+use crate::stores::blocking;
 
 /// The trace set's prefix length (no identifying value is searched by the probe).
 const WHOLE_VALUES: usize = 4096;
@@ -477,12 +478,6 @@ impl FilesStore {
             }],
         })
     }
-}
-
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| crate::Error::Internal(format!("a blocking task failed: {e}")))?
 }
 
 #[async_trait]

@@ -35,6 +35,7 @@ use git2::{ObjectType, Oid, Repository};
 use super::registry::StoreConfig;
 use super::{Deleted, Seeded, SeededPlace, Store, StoreAction, StoreSubject, error};
 use crate::error::Result;
+use crate::stores::blocking;
 
 /// The Git dataset connector.
 #[derive(Debug, Clone)]
@@ -895,12 +896,6 @@ impl GitStore {
         }
         Ok(1)
     }
-}
-
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| crate::Error::Internal(format!("a blocking task failed: {e}")))?
 }
 
 #[async_trait]

@@ -210,3 +210,12 @@ pub(crate) fn error(store: &str, message: impl Into<String>) -> crate::Error {
         message: message.into(),
     }
 }
+
+/// Runs a store's blocking work (rusqlite, git2, the file system) off the async runtime.
+pub(crate) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| crate::Error::Internal(format!("a blocking task failed: {e}")))?
+}

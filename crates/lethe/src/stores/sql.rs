@@ -14,6 +14,7 @@ use secrecy::{ExposeSecret, SecretString};
 
 use super::error;
 use crate::error::Result;
+use crate::stores::blocking;
 
 /// Where a SQL store lives.
 #[derive(Clone)]
@@ -700,6 +701,36 @@ enum SeedValue {
     Text(String),
 }
 
+/// `INSERT INTO t (cols) SELECT exprs FROM t LIMIT 1`: a copy of one row of `t` with the
+/// seeded values — a template's value is its column, NULL is NULL, and every integer or text
+/// value becomes the placeholder `param` returns (after binding it), so no value is ever
+/// spliced into the SQL text.
+fn seed_insert(
+    t: &str,
+    cols: &[SeedColumn],
+    vals: Vec<SeedValue>,
+    mut param: impl FnMut(SeedValue) -> String,
+) -> String {
+    let exprs: Vec<String> = cols
+        .iter()
+        .zip(vals)
+        .map(|(c, v)| match v {
+            SeedValue::Copy => quote(&c.name),
+            SeedValue::Null => "NULL".to_string(),
+            v => param(v),
+        })
+        .collect();
+    format!(
+        "INSERT INTO {t} ({}) SELECT {} FROM {t} LIMIT 1",
+        cols.iter()
+            .map(|c| quote(&c.name))
+            .collect::<Vec<_>>()
+            .join(", "),
+        exprs.join(", "),
+        t = quote(t)
+    )
+}
+
 /// The value of each column of a seeded row: the subject column `column` gets `value`, a
 /// single-column primary key `key` (as text for a text key: `drill-<key>`), other text columns
 /// `text(name)` unless they are foreign keys (copied: they point at rows that exist), other
@@ -879,31 +910,17 @@ impl Target {
                     let (vals, found) = seed_values(store, t, &cols, col, value, key, text)?;
                     let mut params: Vec<Box<dyn tokio_postgres::types::ToSql + Sync + Send>> =
                         Vec::new();
-                    let exprs: Vec<String> = cols
-                        .iter()
-                        .zip(&vals)
-                        .map(|(c, v)| match v {
-                            SeedValue::Copy => quote(&c.name),
-                            SeedValue::Null => "NULL".to_string(),
-                            SeedValue::Int(i) => {
-                                params.push(Box::new(*i));
-                                format!("${}::bigint", params.len())
-                            }
-                            SeedValue::Text(s) => {
-                                params.push(Box::new(s.clone()));
-                                format!("${}::text", params.len())
-                            }
-                        })
-                        .collect();
-                    let sql = format!(
-                        "INSERT INTO {t} ({}) SELECT {} FROM {t} LIMIT 1",
-                        cols.iter()
-                            .map(|c| quote(&c.name))
-                            .collect::<Vec<_>>()
-                            .join(", "),
-                        exprs.join(", "),
-                        t = quote(t)
-                    );
+                    let sql = seed_insert(t, &cols, vals, |v| match v {
+                        SeedValue::Int(i) => {
+                            params.push(Box::new(i));
+                            format!("${}::bigint", params.len())
+                        }
+                        SeedValue::Text(s) => {
+                            params.push(Box::new(s));
+                            format!("${}::text", params.len())
+                        }
+                        SeedValue::Copy | SeedValue::Null => unreachable!("not a parameter"),
+                    });
                     let refs: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = params
                         .iter()
                         .map(|p| p.as_ref() as &(dyn tokio_postgres::types::ToSql + Sync))
@@ -934,31 +951,16 @@ impl Target {
                         let cols = lite_columns(store, &tx, t)?;
                         let (vals, found) = seed_values(store, t, &cols, col, &value, key, &text)?;
                         let mut params: Vec<rusqlite::types::Value> = Vec::new();
-                        let exprs: Vec<String> = cols
-                            .iter()
-                            .zip(vals)
-                            .map(|(c, v)| match v {
-                                SeedValue::Copy => quote(&c.name),
-                                SeedValue::Null => "NULL".to_string(),
-                                SeedValue::Int(i) => {
-                                    params.push(rusqlite::types::Value::Integer(i));
-                                    format!("?{}", params.len())
+                        let sql = seed_insert(t, &cols, vals, |v| {
+                            params.push(match v {
+                                SeedValue::Int(i) => rusqlite::types::Value::Integer(i),
+                                SeedValue::Text(s) => rusqlite::types::Value::Text(s),
+                                SeedValue::Copy | SeedValue::Null => {
+                                    unreachable!("not a parameter")
                                 }
-                                SeedValue::Text(s) => {
-                                    params.push(rusqlite::types::Value::Text(s));
-                                    format!("?{}", params.len())
-                                }
-                            })
-                            .collect();
-                        let sql = format!(
-                            "INSERT INTO {t} ({}) SELECT {} FROM {t} LIMIT 1",
-                            cols.iter()
-                                .map(|c| quote(&c.name))
-                                .collect::<Vec<_>>()
-                                .join(", "),
-                            exprs.join(", "),
-                            t = quote(t)
-                        );
+                            });
+                            format!("?{}", params.len())
+                        });
                         let n = tx
                             .execute(&sql, rusqlite::params_from_iter(params.iter()))
                             .map_err(|e| lite_err(store, &format!("seeding `{t}`"), e))?
@@ -1029,12 +1031,6 @@ impl Target {
         }
         Ok(n)
     }
-}
-
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| crate::Error::Internal(format!("a blocking task failed: {e}")))?
 }
 
 /// Orders `tables` so that every child (a table with a foreign key to another) comes before

@@ -35,7 +35,7 @@ use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
 };
 use parquet::basic::Type as PhysicalType;
-use parquet::file::metadata::PageIndexPolicy;
+use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData};
 use parquet::file::page_index::column_index::ColumnIndexMetaData;
 use parquet::file::reader::{ChunkReader, Length};
 
@@ -79,6 +79,33 @@ fn id_name(parts: &[String]) -> &str {
     parts.last().map(String::as_str).unwrap_or("")
 }
 
+/// Refuse a footer whose column chunks don't lie inside the file (a negative offset or size,
+/// or one past the end): parquet-rs asserts on a negative range when it opens the chunk's
+/// pages, a panic the scan would only report as "the reader failed".
+fn check_chunk_ranges(md: &ParquetMetaData, len: u64) -> Result<(), String> {
+    for (g, group) in md.row_groups().iter().enumerate() {
+        for (c, chunk) in group.columns().iter().enumerate() {
+            let start = chunk
+                .dictionary_page_offset()
+                .unwrap_or_else(|| chunk.data_page_offset());
+            let inside = [start, chunk.data_page_offset(), chunk.compressed_size()]
+                .iter()
+                .all(|v| *v >= 0)
+                && u64::try_from(start)
+                    .ok()
+                    .zip(u64::try_from(chunk.compressed_size()).ok())
+                    .and_then(|(s, n)| s.checked_add(n))
+                    .is_some_and(|end| end <= len);
+            if !inside {
+                return Err(format!(
+                    "footer: column chunk {c} of row group {g} lies outside the file"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Read a Parquet file, its data values as `how` says.
 pub(crate) fn scan_parquet<R: ChunkReader + 'static>(
     src: R,
@@ -98,6 +125,7 @@ pub(crate) fn scan_parquet<R: ChunkReader + 'static>(
         .with_skip_arrow_metadata(true);
     let src = Shared(Arc::new(src));
     let meta = ArrowReaderMetadata::load(&src, options).map_err(|e| format!("footer: {e}"))?;
+    check_chunk_ranges(meta.metadata(), len)?;
     let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(src.clone(), meta.clone());
     let md = builder.metadata().clone();
     let schema = md.file_metadata().schema_descr_ptr();

@@ -186,3 +186,70 @@ fn parquet_with_page_before_its_column_chunk_does_not_panic() {
     }
     assert_no_reader_panic("x.parquet", &b);
 }
+
+/// parquet-rs asserted ("column start and length should not be negative", a panic) when a
+/// column chunk's dictionary page offset in the footer was negative. The footer's chunk
+/// ranges are now checked first: such a file is unreadable, by name, not a caught panic.
+/// Input (the fuzz find was a pyarrow seed with one offset changed to -131): the data
+/// fixture re-footed with that offset, and with a chunk running past the file's end.
+#[test]
+fn parquet_with_column_chunk_outside_the_file_is_unreadable_not_a_panic() {
+    use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader, ParquetMetaDataWriter};
+
+    let base = bytes::Bytes::from(crate::fixtures::Builder { canaries: true }.data_parquet());
+    let meta = ParquetMetaDataReader::new()
+        .parse_and_finish(&base)
+        .expect("the fixture's footer");
+    let footer_len = u32::from_le_bytes(base[base.len() - 8..base.len() - 4].try_into().unwrap());
+    let data_end = base.len() - 8 - footer_len as usize;
+    let refooted = |edit: &dyn Fn(
+        parquet::file::metadata::ColumnChunkMetaData,
+    ) -> parquet::file::metadata::ColumnChunkMetaData| {
+        let mut builder = ParquetMetaData::clone(&meta).into_builder();
+        let groups = builder
+            .take_row_groups()
+            .into_iter()
+            .map(|g| {
+                let columns: Vec<_> = g.columns().iter().cloned().map(edit).collect();
+                g.into_builder()
+                    .set_column_metadata(columns)
+                    .build()
+                    .unwrap()
+            })
+            .collect();
+        let meta = builder.set_row_groups(groups).build();
+        let mut out = base[..data_end].to_vec();
+        ParquetMetaDataWriter::new(&mut out, &meta)
+            .finish()
+            .unwrap();
+        out
+    };
+
+    // The unedited re-footed file reads (the edit below is what makes it unreadable).
+    let same = refooted(&|c| c);
+    let r = assert_no_reader_panic("x.parquet", &same);
+    assert!(!r.is_unreadable(), "{:?}", r.status);
+
+    let negative = refooted(&|c| {
+        c.into_builder()
+            .set_dictionary_page_offset(Some(-131))
+            .build()
+            .unwrap()
+    });
+    let past_end = refooted(&|c| {
+        let size = c.compressed_size();
+        c.into_builder()
+            .set_total_compressed_size(size + 1_000_000)
+            .build()
+            .unwrap()
+    });
+    for (what, bytes) in [("negative offset", negative), ("past the end", past_end)] {
+        let r = assert_no_reader_panic("x.parquet", &bytes);
+        match &r.status {
+            lethe_scan::FileStatus::Unreadable { reason } => {
+                assert!(reason.contains("lies outside the file"), "{what}: {reason}")
+            }
+            other => panic!("{what}: read as {other:?}"),
+        }
+    }
+}

@@ -4,9 +4,17 @@
 //! or crash is a bug: the scanner must report malformed files as unreadable. For Parquet the
 //! byte search is compared with decoding every value (`scan_bytes_reference`): when the
 //! reference reads the file, the search must too, with the same hits.
+//!
+//! A panic inside a third-party reader (parquet-rs, arrow, apache-avro: a file under the
+//! cargo registry) on corrupt bytes is caught by the scan's guard and the file reported
+//! unreadable, which fails the proof closed; the target lets such a panic unwind to that
+//! guard, printing its location once ("caught third-party panic at ..."), so the run goes on
+//! and the log lists every such site for review. Every other panic (lethe-scan's own code,
+//! one the guard did not catch) and every disagreement with the reference aborts as usual.
 #![no_main]
 
-use std::sync::OnceLock;
+use std::collections::HashSet;
+use std::sync::{Mutex, Once, OnceLock};
 
 use lethe_scan::{
     FileStatus, IdTrace, IdValue, SubjectTraces, TraceSet, ValueTrace, scan_bytes,
@@ -86,7 +94,31 @@ fn traces(crowd: bool) -> &'static TraceSet {
     }
 }
 
+/// Replace libfuzzer-sys's abort-on-every-panic hook by one that lets third-party readers'
+/// panics unwind to the scan's guard (see the module docs) and aborts on any other.
+fn guard_third_party_panics() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let abort_hook = std::panic::take_hook();
+        let seen: Mutex<HashSet<String>> = Mutex::new(HashSet::new());
+        std::panic::set_hook(Box::new(move |info| {
+            let site = info
+                .location()
+                .map(|l| format!("{}:{}", l.file(), l.line()))
+                .unwrap_or_default();
+            if site.contains("/.cargo/registry/") {
+                if seen.lock().is_ok_and(|mut s| s.insert(site.clone())) {
+                    eprintln!("caught third-party panic at {site}: {info}");
+                }
+                return;
+            }
+            abort_hook(info);
+        }));
+    });
+}
+
 fuzz_target!(|data: &[u8]| {
+    guard_third_party_panics();
     let Some((&selector, content)) = data.split_first() else {
         return;
     };

@@ -11,3 +11,4 @@ pub(crate) mod parquet;
 pub(crate) mod parquet_pages;
 pub(crate) mod puffin;
 pub(crate) mod text;
+pub(crate) mod thrift_guard;

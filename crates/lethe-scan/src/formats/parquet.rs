@@ -79,6 +79,28 @@ fn id_name(parts: &[String]) -> &str {
     parts.last().map(String::as_str).unwrap_or("")
 }
 
+/// Check the footer's Thrift sizes before parquet-rs decodes it (see [`super::thrift_guard`]).
+/// A file too short for a footer, or with an encrypted one, is left to parquet-rs to refuse.
+fn check_footer_sizes<R: ChunkReader>(src: &R, len: u64) -> Result<(), String> {
+    let Some(tail_at) = len.checked_sub(8) else {
+        return Ok(());
+    };
+    let tail = src
+        .get_bytes(tail_at, 8)
+        .map_err(|e| format!("footer: {e}"))?;
+    if tail.len() != 8 || &tail[4..] != b"PAR1" {
+        return Ok(());
+    }
+    let footer_len = u64::from(u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]));
+    let Some(start) = tail_at.checked_sub(footer_len) else {
+        return Ok(());
+    };
+    let footer = src
+        .get_bytes(start, footer_len as usize)
+        .map_err(|e| format!("footer: {e}"))?;
+    super::thrift_guard::check_footer(&footer)
+}
+
 /// Refuse a footer whose column chunks don't lie inside the file (a negative offset or size,
 /// or one past the end): parquet-rs asserts on a negative range when it opens the chunk's
 /// pages, a panic the scan would only report as "the reader failed".
@@ -123,6 +145,7 @@ pub(crate) fn scan_parquet<R: ChunkReader + 'static>(
         .with_page_index_policy(PageIndexPolicy::Optional)
         .with_offset_index_policy(PageIndexPolicy::Skip)
         .with_skip_arrow_metadata(true);
+    check_footer_sizes(&src, len)?;
     let src = Shared(Arc::new(src));
     let meta = ArrowReaderMetadata::load(&src, options).map_err(|e| format!("footer: {e}"))?;
     check_chunk_ranges(meta.metadata(), len)?;

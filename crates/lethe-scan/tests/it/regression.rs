@@ -253,3 +253,31 @@ fn parquet_with_column_chunk_outside_the_file_is_unreadable_not_a_panic() {
         }
     }
 }
+
+/// parquet-rs reserved memory for a footer list from the size in the data
+/// (`Vec::with_capacity`): the fuzz input asked for 11 GB (an allocation that fails aborts
+/// the process). The footer's Thrift sizes are now checked first. Input: the data fixture's
+/// pages with a footer whose schema list declares 2^30 elements (over 100 GB reserved:
+/// without the check the allocation fails and the test process aborts).
+#[test]
+fn parquet_footer_with_huge_list_is_unreadable_not_an_abort() {
+    let base = crate::fixtures::Builder { canaries: true }.data_parquet();
+    let n = base.len();
+    let footer_len = u32::from_le_bytes(base[n - 8..n - 4].try_into().unwrap()) as usize;
+    let mut b = base[..n - 8 - footer_len].to_vec();
+    // FileMetaData { 1: version = 1, 2: schema = list<struct> of 2^30 elements }
+    let footer = [0x15, 0x02, 0x19, 0xfc, 0x80, 0x80, 0x80, 0x80, 0x04, 0x00];
+    b.extend_from_slice(&footer);
+    b.extend_from_slice(&(footer.len() as u32).to_le_bytes());
+    b.extend_from_slice(b"PAR1");
+    let r = assert_no_reader_panic("x.parquet", &b);
+    match &r.status {
+        lethe_scan::FileStatus::Unreadable { reason } => {
+            assert!(
+                reason.contains("a container larger than the footer"),
+                "{reason}"
+            )
+        }
+        other => panic!("read as {other:?}"),
+    }
+}

@@ -35,7 +35,7 @@ use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
 };
 use parquet::basic::Type as PhysicalType;
-use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData};
+use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData, ParquetMetaDataReader};
 use parquet::file::page_index::column_index::ColumnIndexMetaData;
 use parquet::file::reader::{ChunkReader, Length};
 
@@ -101,6 +101,38 @@ fn check_footer_sizes<R: ChunkReader>(src: &R, len: u64) -> Result<(), String> {
     super::thrift_guard::check_footer(&footer)
 }
 
+/// Check each column index's range and Thrift sizes (see [`super::thrift_guard`]) before
+/// parquet-rs decodes it: it reserved memory for a page list from the size in the data.
+fn check_column_index_sizes<R: ChunkReader>(
+    src: &R,
+    md: &ParquetMetaData,
+    len: u64,
+) -> Result<(), String> {
+    for (g, group) in md.row_groups().iter().enumerate() {
+        for (c, chunk) in group.columns().iter().enumerate() {
+            let (Some(at), Some(n)) = (chunk.column_index_offset(), chunk.column_index_length())
+            else {
+                continue;
+            };
+            let range = u64::try_from(at)
+                .ok()
+                .zip(u64::try_from(n).ok())
+                .filter(|(at, n)| at.checked_add(*n).is_some_and(|end| end <= len));
+            let Some((at, n)) = range else {
+                return Err(format!(
+                    "footer: the column index of column chunk {c} of row group {g} lies outside the file"
+                ));
+            };
+            let bytes = src
+                .get_bytes(at, n as usize)
+                .map_err(|e| format!("page index: {e}"))?;
+            super::thrift_guard::check_struct(&bytes)
+                .map_err(|what| format!("page index: column chunk {c} of row group {g}: {what}"))?;
+        }
+    }
+    Ok(())
+}
+
 /// Refuse a footer whose column chunks don't lie inside the file (a negative offset or size,
 /// or one past the end): parquet-rs asserts on a negative range when it opens the chunk's
 /// pages, a panic the scan would only report as "the reader failed".
@@ -147,8 +179,23 @@ pub(crate) fn scan_parquet<R: ChunkReader + 'static>(
         .with_skip_arrow_metadata(true);
     check_footer_sizes(&src, len)?;
     let src = Shared(Arc::new(src));
-    let meta = ArrowReaderMetadata::load(&src, options).map_err(|e| format!("footer: {e}"))?;
-    check_chunk_ranges(meta.metadata(), len)?;
+    // The footer first, then (once its chunk ranges and column indexes' Thrift sizes are
+    // checked) the column indexes.
+    let footer = ParquetMetaDataReader::new()
+        .with_page_index_policy(PageIndexPolicy::Skip)
+        .parse_and_finish(&src)
+        .map_err(|e| format!("footer: {e}"))?;
+    check_chunk_ranges(&footer, len)?;
+    check_column_index_sizes(&src, &footer, len)?;
+    let mut reader = ParquetMetaDataReader::new_with_metadata(footer)
+        .with_column_index_policy(PageIndexPolicy::Optional)
+        .with_offset_index_policy(PageIndexPolicy::Skip);
+    reader
+        .read_page_indexes(&src)
+        .map_err(|e| format!("page index: {e}"))?;
+    let md = reader.finish().map_err(|e| format!("page index: {e}"))?;
+    let meta =
+        ArrowReaderMetadata::try_new(Arc::new(md), options).map_err(|e| format!("footer: {e}"))?;
     let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(src.clone(), meta.clone());
     let md = builder.metadata().clone();
     let schema = md.file_metadata().schema_descr_ptr();

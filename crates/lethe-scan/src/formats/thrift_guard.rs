@@ -1,4 +1,5 @@
-//! A check of a Parquet footer's Thrift bytes before parquet-rs decodes them. parquet-rs
+//! A check of a Parquet footer's (and column index's) Thrift bytes before parquet-rs decodes
+//! them. parquet-rs
 //! reserves memory for a list from the size found in the data (`Vec::with_capacity`), so a
 //! few crafted bytes in a footer made it ask for 11 GB (found by fuzzing); an allocation that
 //! fails aborts the process, which would end a whole scan on one corrupt file.
@@ -31,9 +32,15 @@ const UUID: u8 = 13;
 /// Check the footer's `FileMetaData` (a Thrift struct in the compact protocol). The error
 /// names the byte offset in the footer, never data.
 pub(crate) fn check_footer(bytes: &[u8]) -> Result<(), String> {
+    check_struct(bytes).map_err(|what| format!("footer: {what} of the footer"))
+}
+
+/// Check one Thrift struct in the compact protocol (a footer, a column index). The error
+/// names what is wrong and the byte offset, never data.
+pub(crate) fn check_struct(bytes: &[u8]) -> Result<(), String> {
     let mut walk = Walk { bytes, at: 0 };
     walk.value(STRUCT, 0)
-        .map_err(|what| format!("footer: {what} at byte {} of the footer", walk.at))
+        .map_err(|what| format!("{what} at byte {}", walk.at))
 }
 
 struct Walk<'a> {

@@ -281,3 +281,36 @@ fn parquet_footer_with_huge_list_is_unreadable_not_an_abort() {
         other => panic!("read as {other:?}"),
     }
 }
+
+/// The same for a column index (the page index): parquet-rs reserved 2 GB for its page
+/// list from a size in the data (fuzz find). Column indexes' ranges and Thrift sizes are now
+/// checked before they are decoded. Input: the data fixture with its first column index
+/// overwritten by one whose `min_values` list declares 2^30 values.
+#[test]
+fn parquet_column_index_with_huge_list_is_unreadable_not_an_abort() {
+    use parquet::file::metadata::{PageIndexPolicy, ParquetMetaDataReader};
+
+    let mut b = crate::fixtures::Builder { canaries: true }.data_parquet();
+    let meta = ParquetMetaDataReader::new()
+        .with_page_index_policy(PageIndexPolicy::Skip)
+        .parse_and_finish(&bytes::Bytes::from(b.clone()))
+        .unwrap();
+    let (at, n) = meta
+        .row_groups()
+        .iter()
+        .flat_map(|g| g.columns())
+        .find_map(|c| Some((c.column_index_offset()?, c.column_index_length()?)))
+        .expect("the fixture has a column index");
+    assert!(n >= 8, "column index of {n} bytes");
+    // ColumnIndex { 2: min_values = list<binary> of 2^30 elements }
+    let index = [0x29, 0xf8, 0x80, 0x80, 0x80, 0x80, 0x04, 0x00];
+    b[at as usize..at as usize + index.len()].copy_from_slice(&index);
+    let r = assert_no_reader_panic("x.parquet", &b);
+    match &r.status {
+        lethe_scan::FileStatus::Unreadable { reason } => assert!(
+            reason.contains("page index") && reason.contains("a container larger"),
+            "{reason}"
+        ),
+        other => panic!("read as {other:?}"),
+    }
+}

@@ -6,6 +6,7 @@ pub(crate) mod avro;
 pub(crate) mod avro_guard;
 pub(crate) mod csv;
 pub(crate) mod deletion_vector;
+pub(crate) mod delta_guard;
 pub(crate) mod json;
 pub(crate) mod parquet;
 pub(crate) mod parquet_pages;

@@ -408,6 +408,20 @@ pub(crate) fn decode_values<R: ChunkReader + 'static>(
     .into_iter()
     .map(|c| u32::try_from(c).unwrap_or(u32::MAX))
     .collect();
+    // Delta pages' counts are checked before parquet-rs reserves memory from them.
+    let leaves: Vec<usize> = (0..schema.num_columns())
+        .filter(|&c| match projection {
+            Projection::Leaf(l) => c == l,
+            Projection::Root(r) => schema.get_column_root_idx(c) == r,
+            #[cfg(any(test, feature = "reference"))]
+            Projection::All => true,
+        })
+        .collect();
+    let groups: Vec<usize> = match group {
+        Some(g) => vec![g],
+        None => (0..meta.metadata().num_row_groups()).collect(),
+    };
+    super::delta_guard::check_pages(&src.0, meta.metadata(), &leaves, &groups)?;
     let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(src.clone(), meta.clone())
         .with_projection(mask)
         .with_batch_size(BATCH_ROWS);

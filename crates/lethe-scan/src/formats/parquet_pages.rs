@@ -299,7 +299,11 @@ fn chunk_may_hold<R: ChunkReader + 'static>(
 /// Where the values of a v1 data page start: after its repetition and definition levels
 /// (each, when the column has them, RLE with a 4-byte length). None when a level encoding has
 /// no length (the deprecated BIT_PACKED) or the lengths don't fit.
-fn v1_values_offset(buf: &[u8], rep: Option<Encoding>, def: Option<Encoding>) -> Option<usize> {
+pub(crate) fn v1_values_offset(
+    buf: &[u8],
+    rep: Option<Encoding>,
+    def: Option<Encoding>,
+) -> Option<usize> {
     let mut at = 0usize;
     for levels in [rep, def].into_iter().flatten() {
         if levels != Encoding::RLE {

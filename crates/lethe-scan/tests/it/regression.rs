@@ -314,3 +314,73 @@ fn parquet_column_index_with_huge_list_is_unreadable_not_an_abort() {
         other => panic!("read as {other:?}"),
     }
 }
+
+/// parquet-rs reserved memory for a DELTA_LENGTH_BYTE_ARRAY / DELTA_BYTE_ARRAY page's
+/// lengths from the count in its DELTA_BINARY_PACKED header (the fuzz input asked for about
+/// 3 × 10^18 bytes). Delta pages' headers are now checked against the page's value count
+/// before decoding. Input: a parquet-rs file of 300 strings in one delta page whose header
+/// count (300) is raised to 16,383.
+#[test]
+fn parquet_delta_page_counting_more_values_than_the_page_is_unreadable() {
+    use std::sync::Arc;
+
+    use arrow::array::StringArray;
+    use arrow::datatypes::{DataType, Field, Schema};
+    use arrow::record_batch::RecordBatch;
+    use parquet::arrow::ArrowWriter;
+    use parquet::basic::Encoding;
+    use parquet::file::properties::WriterProperties;
+
+    let schema = Arc::new(Schema::new(vec![Field::new(
+        "email",
+        DataType::Utf8,
+        false,
+    )]));
+    // One value is a canary's, so the chunk is decoded (a chunk without a trace is not).
+    let canary = crate::fixtures::subjects()
+        .into_iter()
+        .find_map(|s| s.values.into_iter().next())
+        .expect("a canary value")
+        .value;
+    let values: Vec<String> = (0..300)
+        .map(|i| match i {
+            150 => canary.clone(),
+            _ => format!("someone{i}@post.example"),
+        })
+        .collect();
+    let batch =
+        RecordBatch::try_new(schema.clone(), vec![Arc::new(StringArray::from(values))]).unwrap();
+    for encoding in [
+        Encoding::DELTA_LENGTH_BYTE_ARRAY,
+        Encoding::DELTA_BYTE_ARRAY,
+    ] {
+        let props = WriterProperties::builder()
+            .set_dictionary_enabled(false)
+            .set_encoding(encoding)
+            .build();
+        let mut b = Vec::new();
+        let mut w = ArrowWriter::try_new(&mut b, schema.clone(), Some(props)).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        let r = assert_no_reader_panic("x.parquet", &b);
+        assert!(!r.is_unreadable(), "{encoding:?}: {:?}", r.status);
+        assert!(!r.hits.is_empty(), "{encoding:?}: the canary is found");
+        // Block 128, 4 miniblocks, 300 values (varint ac 02): the first delta header.
+        let header = [0x80, 0x01, 0x04, 0xac, 0x02];
+        let at = b
+            .windows(header.len())
+            .position(|w| w == header)
+            .expect("the delta header");
+        b[at + 3..at + 5].copy_from_slice(&[0xff, 0x7f]);
+        let r = assert_no_reader_panic("x.parquet", &b);
+        match &r.status {
+            lethe_scan::FileStatus::Unreadable { reason } => {
+                assert!(
+                    reason.contains("more values than its page"),
+                    "{encoding:?}: {reason}"
+                )
+            }
+            other => panic!("{encoding:?}: read as {other:?}"),
+        }
+    }
+}

@@ -332,23 +332,3 @@ impl TableAction for SetProperties {
         }))
     }
 }
-
-/// An action that commits no change but an emptied metadata log.
-#[derive(Debug, Clone, Default)]
-pub struct TrimMetadataLog;
-
-#[async_trait]
-impl TableAction for TrimMetadataLog {
-    async fn plan(&mut self, _wh: &Warehouse, table: &LoadedTable) -> Result<Option<ActionCommit>> {
-        if table.metadata.metadata_log().is_empty() {
-            return Ok(None);
-        }
-        Ok(Some(ActionCommit {
-            requirements: vec![TableRequirement::UuidMatch {
-                uuid: table.metadata.uuid(),
-            }],
-            trim_metadata_log: true,
-            ..Default::default()
-        }))
-    }
-}

@@ -5,7 +5,8 @@
 //! table's current schema ([`read`]) with merge-on-read delete files applied ([`deletes`],
 //! format v3 deletion vectors in [`deletion_vector`]) and row lineage ([`lineage`]), nested
 //! fields by path ([`nested`]), typed row predicates ([`predicate`]), lethe's data-file
-//! writer with Iceberg metrics modes ([`writer`], [`metrics`]), producing snapshots and the
+//! writer with Iceberg metrics modes ([`writer`], [`metrics`]) and tables' sort orders
+//! ([`sort`]), producing snapshots and the
 //! commit path ([`snapshot`], [`commit`]), and the table operations built on it ([`ops`]: row
 //! rewrites, snapshot expiry, manifest rewrites, the sweep of unreferenced files), plus
 //! looking inside tables ([`inspect`]) and time as a parameter ([`clock`]).
@@ -30,6 +31,7 @@ pub mod ops;
 pub mod predicate;
 pub mod read;
 pub mod snapshot;
+pub mod sort;
 pub mod store;
 pub mod table;
 pub mod writer;

@@ -81,6 +81,8 @@ pub struct TableWriter<'a> {
     done: Vec<DataFile>,
     run: String,
     counter: usize,
+    /// The sort order every file's rows are in, recorded in each data file.
+    sort_order_id: Option<i32>,
 }
 
 impl std::fmt::Debug for TableWriter<'_> {
@@ -171,6 +173,7 @@ impl<'a> TableWriter<'a> {
             done: Vec::new(),
             run: uuid::Uuid::new_v4().to_string(),
             counter: 0,
+            sort_order_id: None,
         })
     }
 
@@ -186,6 +189,26 @@ impl<'a> TableWriter<'a> {
     pub fn with_row_lineage(mut self) -> Self {
         self.arrow_schema = crate::lineage::with_lineage_fields(&self.arrow_schema);
         self
+    }
+
+    /// Records `order_id` as every file's `sort_order_id`: the caller writes each file's rows
+    /// in that sort order ([`crate::sort::TableSort`]).
+    pub fn with_sort_order_id(mut self, order_id: i32) -> Self {
+        self.sort_order_id = Some(order_id);
+        self
+    }
+
+    /// Closes every open file: rows written after this go to new files (a rewrite gives each
+    /// file it replaces its own new file, so a sorted table's files keep their narrow bounds).
+    pub fn roll(&mut self) -> Result<()> {
+        let mut keys: Vec<Vec<u8>> = self.open.keys().cloned().collect();
+        keys.sort();
+        for k in keys {
+            let file = self.open.remove(&k).expect("present");
+            let df = self.close_file(file)?;
+            self.done.push(df);
+        }
+        Ok(())
     }
 
     /// Writes a batch; it must have the table's Arrow schema (see [`align_batch`]).
@@ -348,6 +371,9 @@ impl<'a> TableWriter<'a> {
             .record_count(rows as u64)
             .file_size_in_bytes(size)
             .split_offsets(Some(split_offsets));
+        if let Some(id) = self.sort_order_id {
+            b.sort_order_id(id);
+        }
         let mut sizes = HashMap::new();
         let mut values = HashMap::new();
         let mut nulls = HashMap::new();
@@ -408,13 +434,7 @@ impl<'a> TableWriter<'a> {
 
     /// Closes every open file and returns the data files written.
     pub fn finish(mut self) -> Result<Vec<DataFile>> {
-        let mut keys: Vec<Vec<u8>> = self.open.keys().cloned().collect();
-        keys.sort();
-        for k in keys {
-            let file = self.open.remove(&k).expect("present");
-            let df = self.close_file(file)?;
-            self.done.push(df);
-        }
+        self.roll()?;
         Ok(self.done)
     }
 
@@ -428,7 +448,9 @@ impl<'a> TableWriter<'a> {
     }
 }
 
-/// Writes `batches` (in the table's Arrow schema) and returns the data files.
+/// Writes `batches` (in the table's Arrow schema) and returns the data files. A table with a
+/// sort order gets its rows sorted by it, each file recording the order's id
+/// ([`crate::sort`]).
 pub fn write_batches(
     store: &dyn FileStore,
     metadata: &TableMetadata,
@@ -436,6 +458,15 @@ pub fn write_batches(
     options: WriteOptions,
 ) -> Result<Vec<DataFile>> {
     let mut w = TableWriter::new(store, metadata, options)?;
+    let sorted;
+    let batches = match crate::sort::TableSort::of(metadata)? {
+        Some(order) => {
+            sorted = order.sort(batches, SORT_CHUNK_ROWS)?;
+            w = w.with_sort_order_id(order.order_id());
+            sorted.as_slice()
+        }
+        None => batches,
+    };
     for b in batches {
         if let Err(e) = w.write(b) {
             cleanup(store, &w.locations());
@@ -445,6 +476,9 @@ pub fn write_batches(
     let locations = w.locations();
     w.finish().inspect_err(|_| cleanup(store, &locations))
 }
+
+/// Rows per batch handed to the writer after sorting.
+const SORT_CHUNK_ROWS: usize = 65_536;
 
 fn cleanup(store: &dyn FileStore, locations: &[String]) {
     for l in locations {

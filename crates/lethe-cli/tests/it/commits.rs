@@ -686,3 +686,195 @@ async fn an_unknown_commit_outcome_is_reconciled_by_reloading() {
         0
     );
 }
+
+fn metadata_files(wh: &Warehouse, t: &LoadedTable) -> usize {
+    let dir = wh.store.local_path(t.location()).unwrap().join("metadata");
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with(".metadata.json")
+        })
+        .count()
+}
+
+/// The demo's events table is sorted by learner_id: a learner's delete rewrites only the files
+/// holding their rows, each into a file of its own in the table's sort order, recorded by
+/// sort_order_id. The cleanup's manifest rewrite, expiry and trimmed log are one commit (one
+/// metadata file), run again it commits nothing, and PyIceberg reads the result.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sorted_table_keeps_its_order_and_its_history_is_purged_in_one_commit() {
+    use iceberg::spec::{ManifestStatus, Operation};
+    use lethe_iceberg::ops::expire::Cutoff;
+    use lethe_iceberg::ops::history::purge_history;
+    let demo = Demo::new().await;
+    let wh = &demo.ws.warehouse;
+    let name = TableName::parse("learning.events").unwrap();
+    let t0 = wh.load(&name).await.unwrap();
+    let order = t0.metadata.default_sort_order().clone();
+    assert_eq!(
+        order.fields.len(),
+        2,
+        "the demo declares learner_id, occurred_at"
+    );
+    let learner_field = t0
+        .metadata
+        .current_schema()
+        .field_by_name("learner_id")
+        .unwrap()
+        .id;
+    assert_eq!(order.fields[0].source_id, learner_field);
+    let schema = t0.metadata.current_schema().clone();
+    let mut holding = BTreeSet::new();
+    for f in wh.current_files(&t0).await.unwrap() {
+        let path = f.entry.data_file.file_path().to_string();
+        let batches =
+            lethe_iceberg::read::read_data_file(wh.store.as_ref(), &path, &schema).unwrap();
+        if batches.iter().any(|b| {
+            let l = b
+                .column_by_name("learner_id")
+                .unwrap()
+                .as_primitive::<arrow::datatypes::Int64Type>();
+            l.values().contains(&3590)
+        }) {
+            holding.insert(path);
+        }
+    }
+    let r = rewrite_rows(
+        wh,
+        &name,
+        &RowRewrite::delete(Predicate::eq("learner_id", Value::Int(3590))),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.rows_matched, 19);
+    let changed: BTreeSet<String> = r
+        .files_rewritten
+        .iter()
+        .chain(&r.files_dropped)
+        .cloned()
+        .collect();
+    assert_eq!(
+        changed, holding,
+        "exactly the files holding the learner's rows change"
+    );
+    assert!(
+        changed.len() < r.files_in_table && r.rows_rewritten * 10 < r.rows_in_table * 6,
+        "one compacted file of the learner's range and the daily files holding their events: {} of {} files, {} of {} rows",
+        changed.len(),
+        r.files_in_table,
+        r.rows_rewritten,
+        r.rows_in_table
+    );
+    assert_eq!(
+        r.files_added.len(),
+        r.files_rewritten.len(),
+        "one file for each"
+    );
+    let t1 = wh.load(&name).await.unwrap();
+    for f in wh.current_files(&t1).await.unwrap() {
+        let path = f.entry.data_file.file_path().to_string();
+        if !r.files_added.contains(&path) {
+            continue;
+        }
+        assert_eq!(
+            f.entry.data_file.sort_order_id(),
+            Some(order.order_id as i32),
+            "a rewritten file records the table's sort order"
+        );
+        let batches =
+            lethe_iceberg::read::read_data_file(wh.store.as_ref(), &path, &schema).unwrap();
+        let mut keys: Vec<(i64, i64)> = Vec::new();
+        for b in &batches {
+            let l = b
+                .column_by_name("learner_id")
+                .unwrap()
+                .as_primitive::<arrow::datatypes::Int64Type>();
+            let o = b
+                .column_by_name("occurred_at")
+                .unwrap()
+                .as_primitive::<arrow::datatypes::TimestampMicrosecondType>();
+            keys.extend((0..b.num_rows()).map(|i| (l.value(i), o.value(i))));
+        }
+        assert!(!keys.is_empty());
+        assert!(
+            keys.windows(2).all(|w| w[0] <= w[1]),
+            "{path} is in the sort order"
+        );
+        assert!(!keys.iter().any(|k| k.0 == 3590));
+    }
+    // The cleanup's history: one commit, one metadata file.
+    let snapshots_before = t1.metadata.snapshots().count();
+    assert!(snapshots_before > 2);
+    let files_before = metadata_files(wh, &t1);
+    let h = purge_history(
+        wh,
+        &name,
+        Cutoff::OlderThan(chrono::Utc::now() + chrono::Duration::seconds(1)),
+        [("erasure-request".to_string(), "r-1".to_string())].into(),
+        &lethe_iceberg::clock::SystemClock,
+    )
+    .await
+    .unwrap();
+    assert!(h.expire.committed);
+    assert_eq!(
+        metadata_files(wh, &t1),
+        files_before + 1,
+        "the rewrite, the expiry and the trimmed log are one metadata file"
+    );
+    let t2 = wh.load(&name).await.unwrap();
+    let current = t2.current_snapshot().unwrap();
+    assert_eq!(Some(current.snapshot_id()), h.manifests.snapshot_id);
+    assert_eq!(current.summary().operation, Operation::Replace);
+    assert_eq!(
+        current.summary().additional_properties["erasure-request"],
+        "r-1"
+    );
+    assert_eq!(
+        t2.metadata.snapshots().count(),
+        1,
+        "every older snapshot expired"
+    );
+    assert_eq!(h.expire.expired.len(), snapshots_before);
+    assert!(t2.metadata.metadata_log().is_empty(), "the log is trimmed");
+    for mf in wh.manifest_list(&t2, current).unwrap().entries() {
+        for e in wh.manifest_entries(mf).await.unwrap() {
+            assert_ne!(
+                e.status,
+                ManifestStatus::Deleted,
+                "no DELETED entry is left"
+            );
+        }
+    }
+    assert!(
+        h.expire.files_deleted > 0,
+        "the files only expired snapshots reached"
+    );
+    for f in &r.files_rewritten {
+        assert!(!wh.store.local_path(f).unwrap().exists(), "{f} is deleted");
+    }
+    // Again: nothing to do, nothing committed.
+    let again = purge_history(
+        wh,
+        &name,
+        Cutoff::OlderThan(chrono::Utc::now() + chrono::Duration::seconds(1)),
+        BTreeMap::new(),
+        &lethe_iceberg::clock::SystemClock,
+    )
+    .await
+    .unwrap();
+    assert!(!again.expire.committed);
+    assert_eq!(metadata_files(wh, &t1), files_before + 1);
+    let (rows, _) = count_rows(wh, &t2, &Predicate::True).await.unwrap();
+    let py = pyiceberg(
+        &demo.dir,
+        "read_tables.py",
+        &["learning.events", "learning.events?learner_id=3590"],
+        None,
+    );
+    assert_eq!(py["learning.events"]["rows"], rows);
+    assert_eq!(py["learning.events?learner_id=3590"]["rows"], 0);
+}

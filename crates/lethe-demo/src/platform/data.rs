@@ -235,6 +235,8 @@ pub struct TableData {
     pub table: &'static str,
     /// The batches, one per append (one snapshot each).
     pub appends: Vec<RecordBatch>,
+    /// The table's sort order (columns, ascending), declared when the table is created.
+    pub sorted_by: &'static [&'static str],
 }
 
 /// A generated learner (kept to derive the other tables).
@@ -594,7 +596,10 @@ pub fn generate(scale: u32, seed: u64) -> Vec<TableData> {
         ("completed_at", ts_array(en.4)),
     ]);
 
-    // learning.events: 100,000 per scale unit, appended once per month.
+    // learning.events: 100,000 per scale unit. The platform appends events daily and compacts
+    // the table every week sorted by its sort order (learner_id, occurred_at), then expires
+    // the snapshots from before: one compacted append for everything before the last week,
+    // then the last week's daily appends (the writer sorts each by the table's sort order).
     let n_events = 100_000 * scale;
     let demo_enrolled: Vec<&(i64, i64, NaiveDateTime)> =
         enrolled.iter().filter(|e| e.0 == DEMO_LEARNER).collect();
@@ -610,27 +615,20 @@ pub fn generate(scale: u32, seed: u64) -> Vec<TableData> {
         events.push((e.0, e.1, between(&mut rng, e.2, end())));
     }
     events.sort_by_key(|e| e.2);
+    let compacted_until = NaiveDate::from_ymd_opt(2026, 9, 24)
+        .expect("date")
+        .and_hms_opt(0, 0, 0)
+        .expect("time");
     let mut event_appends = Vec::new();
     let mut month_start = start();
     let mut next_id = 1i64;
     let mut pos = 0usize;
     while month_start < end() {
-        let next = NaiveDate::from_ymd_opt(
-            if month_start.month() == 12 {
-                month_start.year() + 1
-            } else {
-                month_start.year()
-            },
-            if month_start.month() == 12 {
-                1
-            } else {
-                month_start.month() + 1
-            },
-            1,
-        )
-        .expect("month")
-        .and_hms_opt(0, 0, 0)
-        .expect("time");
+        let next = if month_start < compacted_until {
+            compacted_until
+        } else {
+            month_start + Duration::days(1)
+        };
         let from = pos;
         while pos < events.len() && events[pos].2 < next {
             pos += 1;
@@ -886,34 +884,42 @@ pub fn generate(scale: u32, seed: u64) -> Vec<TableData> {
         TableData {
             table: "crm.learners",
             appends: learner_appends,
+            sorted_by: &[],
         },
         TableData {
             table: "crm.instructors",
             appends: vec![instructors],
+            sorted_by: &[],
         },
         TableData {
             table: "learning.courses",
             appends: vec![courses],
+            sorted_by: &[],
         },
         TableData {
             table: "learning.enrollments",
             appends: vec![enrollments],
+            sorted_by: &[],
         },
         TableData {
             table: "learning.events",
             appends: event_appends,
+            sorted_by: &["learner_id", "occurred_at"],
         },
         TableData {
             table: "learning.reviews",
             appends: reviews,
+            sorted_by: &[],
         },
         TableData {
             table: "support.tickets",
             appends: ticket_appends,
+            sorted_by: &[],
         },
         TableData {
             table: "billing.payments",
             appends: payment_appends,
+            sorted_by: &[],
         },
     ]
 }
@@ -941,9 +947,15 @@ mod tests {
         assert_eq!(rows(by("crm.learners")), 5_000);
         assert_eq!(rows(by("learning.events")), 100_000);
         assert_eq!(rows(by("support.tickets")), 2_000);
+        let events = by("learning.events");
+        assert_eq!(
+            events.appends.len(),
+            8,
+            "the compacted history, then a week of daily appends"
+        );
         assert!(
-            by("learning.events").appends.len() >= 30,
-            "events are appended per month"
+            events.appends[0].num_rows() > 90_000,
+            "the compacted history holds most events"
         );
         let p = rows(by("billing.payments"));
         assert!((15_000..20_000).contains(&p), "{p} payments");

@@ -2,7 +2,9 @@
 //!
 //! Builds, deterministically for a seed: the catalog and warehouse with eight source tables
 //! written by lethe's writer in several appends (so snapshots, manifests and old files exist
-//! as in production), the reviewed governance files, the SQL pipelines, and the four derived
+//! as in production; learning.events declares the sort order `learner_id, occurred_at` and
+//! holds a compacted history plus daily appends, as a platform clustering its event table by
+//! learner keeps it, so one learner's events are in few files), the reviewed governance files, the SQL pipelines, and the four derived
 //! tables built by running those pipelines (which records their column lineage); and the
 //! platform's systems outside the warehouse: the application database the warehouse is loaded
 //! from ([`appdb`], SQLite or PostgreSQL), and with [`DemoOptions::stores`] the evaluation set
@@ -445,8 +447,16 @@ pub async fn init(opts: &DemoOptions, progress: &dyn Fn(&str)) -> Result<DemoRep
             .first()
             .ok_or_else(|| Error::Internal(format!("no data for {}", t.table)))?;
         let schema = iceberg_schema(first.schema().as_ref())?;
+        let order = sort_order(&schema, t.sorted_by)?;
         ws.warehouse
-            .create_table(&name, schema, None, None, HashMap::new(), FormatVersion::V2)
+            .create_table(
+                &name,
+                schema,
+                None,
+                order,
+                HashMap::new(),
+                FormatVersion::V2,
+            )
             .await?;
         if t.table == "crm.learners" {
             // The CRM application's export, which the nightly reload reads.
@@ -599,6 +609,34 @@ fn write(path: &Path, text: &str) -> Result<()> {
 }
 
 /// The Iceberg schema of a demo table: `*_id` columns of the first position are required.
+/// The sort order declared for a table sorted by `columns` (ascending, nulls first); `None`
+/// for none.
+fn sort_order(
+    schema: &iceberg::spec::Schema,
+    columns: &[&str],
+) -> Result<Option<iceberg::spec::SortOrder>> {
+    if columns.is_empty() {
+        return Ok(None);
+    }
+    let mut b = iceberg::spec::SortOrder::builder();
+    for c in columns {
+        let field = schema
+            .field_by_name(c)
+            .ok_or_else(|| Error::Internal(format!("no column {c} to sort by")))?;
+        b.with_sort_field(iceberg::spec::SortField {
+            source_id: field.id,
+            transform: iceberg::spec::Transform::Identity,
+            direction: iceberg::spec::SortDirection::Ascending,
+            null_order: iceberg::spec::NullOrder::First,
+        });
+    }
+    let order = b
+        .with_order_id(1)
+        .build(schema)
+        .map_err(|e| Error::Internal(format!("sort order: {e}")))?;
+    Ok(Some(order))
+}
+
 fn iceberg_schema(arrow: &ArrowSchema) -> Result<iceberg::spec::Schema> {
     let fields: Vec<Field> = arrow
         .fields()

@@ -307,29 +307,7 @@ impl TableAction for Action<'_> {
         if (expired.is_empty() && refs_removed.is_empty()) || self.options.dry_run {
             return Ok(None);
         }
-        let mut updates: Vec<TableUpdate> = refs_removed
-            .iter()
-            .map(|r| TableUpdate::RemoveSnapshotRef {
-                ref_name: r.clone(),
-            })
-            .collect();
-        for id in &expired {
-            if table.metadata.statistics_for_snapshot(*id).is_some() {
-                updates.push(TableUpdate::RemoveStatistics { snapshot_id: *id });
-            }
-            if table
-                .metadata
-                .partition_statistics_for_snapshot(*id)
-                .is_some()
-            {
-                updates.push(TableUpdate::RemovePartitionStatistics { snapshot_id: *id });
-            }
-        }
-        if !expired.is_empty() {
-            updates.push(TableUpdate::RemoveSnapshots {
-                snapshot_ids: expired.clone(),
-            });
-        }
+        let updates = expiry_updates(table, &expired, &refs_removed);
         Ok(Some(ActionCommit {
             updates,
             requirements: vec![
@@ -346,6 +324,62 @@ impl TableAction for Action<'_> {
             trim_metadata_log: false,
         }))
     }
+}
+
+/// The metadata updates that expire `expired` and drop `refs_removed` from `table`: the refs,
+/// the expired snapshots' statistics files, the snapshots.
+pub fn expiry_updates(
+    table: &LoadedTable,
+    expired: &[i64],
+    refs_removed: &[String],
+) -> Vec<TableUpdate> {
+    let mut updates: Vec<TableUpdate> = refs_removed
+        .iter()
+        .map(|r| TableUpdate::RemoveSnapshotRef {
+            ref_name: r.clone(),
+        })
+        .collect();
+    for id in expired {
+        if table.metadata.statistics_for_snapshot(*id).is_some() {
+            updates.push(TableUpdate::RemoveStatistics { snapshot_id: *id });
+        }
+        if table
+            .metadata
+            .partition_statistics_for_snapshot(*id)
+            .is_some()
+        {
+            updates.push(TableUpdate::RemovePartitionStatistics { snapshot_id: *id });
+        }
+    }
+    if !expired.is_empty() {
+        updates.push(TableUpdate::RemoveSnapshots {
+            snapshot_ids: expired.to_vec(),
+        });
+    }
+    updates
+}
+
+/// Deletes the files only `expired` snapshots of `before` reached, none that a snapshot of
+/// `after` (the table as committed) reaches; returns how many.
+pub async fn delete_unreachable(
+    wh: &Warehouse,
+    before: &LoadedTable,
+    after: &LoadedTable,
+    expired: &[i64],
+) -> Result<usize> {
+    let retained: Vec<i64> = after
+        .metadata
+        .snapshots()
+        .map(|s| s.snapshot_id())
+        .collect();
+    let expired_reach = reachable_files(wh, before, expired).await?;
+    let retained_reach = reachable_files(wh, after, &retained).await?;
+    let mut doomed: Vec<&String> = expired_reach.difference(&retained_reach).collect();
+    doomed.sort();
+    for f in &doomed {
+        wh.store.delete(f)?;
+    }
+    Ok(doomed.len())
 }
 
 /// Every file a set of snapshots reaches: manifest lists, manifests, data and delete files,
@@ -406,20 +440,7 @@ pub async fn expire(
     if !options.keep_files
         && let Some(before) = action.before
     {
-        let retained: Vec<i64> = c
-            .table
-            .metadata
-            .snapshots()
-            .map(|s| s.snapshot_id())
-            .collect();
-        let expired_reach = reachable_files(wh, &before, &report.expired).await?;
-        let retained_reach = reachable_files(wh, &c.table, &retained).await?;
-        let mut doomed: Vec<&String> = expired_reach.difference(&retained_reach).collect();
-        doomed.sort();
-        for f in doomed {
-            wh.store.delete(f)?;
-            report.files_deleted += 1;
-        }
+        report.files_deleted = delete_unreachable(wh, &before, &c.table, &report.expired).await?;
     }
     Ok(report)
 }

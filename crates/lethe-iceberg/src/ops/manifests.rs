@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
-use iceberg::spec::{ManifestStatus, Operation};
+use iceberg::spec::{ManifestStatus, Operation, Snapshot};
 use serde::Serialize;
 
 use crate::catalog::TableName;
@@ -46,30 +46,52 @@ impl TableAction for Action {
         let Some(s) = table.current_snapshot() else {
             return Ok(None);
         };
-        let list = wh.manifest_list(table, s)?;
-        self.report.manifests_before = list.entries().len();
-        for mf in list.entries() {
-            let has_deleted = match mf.deleted_files_count {
-                Some(0) => false,
-                Some(_) => true,
-                None => wh
-                    .manifest_entries(mf)
-                    .await?
-                    .iter()
-                    .any(|e| e.status == ManifestStatus::Deleted),
-            };
-            if has_deleted {
-                self.report.with_deleted_entries += 1;
-            }
-        }
+        (
+            self.report.manifests_before,
+            self.report.with_deleted_entries,
+        ) = count_deleted_entries(wh, table, s).await?;
         if self.report.with_deleted_entries == 0 && !self.force {
             return Ok(None);
         }
-        let mut changes = SnapshotChanges::new(Operation::Replace);
-        changes.rewrite_all_manifests = true;
-        changes.summary = self.summary.clone();
-        Ok(Some(produce(wh, table, changes).await?))
+        Ok(Some(replace_snapshot(wh, table, &self.summary).await?))
     }
+}
+
+/// How many manifests snapshot `s` of `table` has, and how many of them hold DELETED entries.
+pub(crate) async fn count_deleted_entries(
+    wh: &Warehouse,
+    table: &LoadedTable,
+    s: &Snapshot,
+) -> Result<(usize, usize)> {
+    let list = wh.manifest_list(table, s)?;
+    let mut with_deleted = 0;
+    for mf in list.entries() {
+        let has_deleted = match mf.deleted_files_count {
+            Some(0) => false,
+            Some(_) => true,
+            None => wh
+                .manifest_entries(mf)
+                .await?
+                .iter()
+                .any(|e| e.status == ManifestStatus::Deleted),
+        };
+        if has_deleted {
+            with_deleted += 1;
+        }
+    }
+    Ok((list.entries().len(), with_deleted))
+}
+
+/// The `replace` snapshot whose manifests hold the current snapshot's live entries only.
+pub(crate) async fn replace_snapshot(
+    wh: &Warehouse,
+    table: &LoadedTable,
+    summary: &BTreeMap<String, String>,
+) -> Result<ActionCommit> {
+    let mut changes = SnapshotChanges::new(Operation::Replace);
+    changes.rewrite_all_manifests = true;
+    changes.summary = summary.clone();
+    produce(wh, table, changes).await
 }
 
 /// Rewrites the manifests of `name` when any holds a DELETED entry (or always, with `force`).

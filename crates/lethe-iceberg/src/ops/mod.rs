@@ -1,6 +1,7 @@
 //! Operations on tables, each in its own module: plan, then execute, report what was done.
 
 pub mod expire;
+pub mod history;
 pub mod manifests;
 pub mod rewrite;
 pub mod sweep;

@@ -6,6 +6,9 @@
 //! - Merge-on-read tables are read through their delete files ([`crate::deletes`]): position
 //!   and equality deletes are applied by the spec's sequence-number rules, so counts, selected
 //!   rows and rewrites see live rows only.
+//! - A table with a sort order keeps it: each rewritten file's rows are written sorted by it
+//!   into a file of their own (so a table clustered by a column keeps its narrow bounds), and
+//!   the new files record the order's id ([`crate::sort`]).
 //! - A file with no matching row is left as it is (carried as `EXISTING` only if its manifest
 //!   is rewritten anyway). A file whose rows all match (or are already deleted) is dropped
 //!   without writing anything. Any other affected file is rewritten with its live rows minus
@@ -234,6 +237,7 @@ impl TableAction for Action<'_> {
                 .collect::<Result<HashSet<_>>>()?,
             _ => candidates(wh, table, &self.spec.predicate).await?,
         };
+        let sort = crate::sort::TableSort::of(&table.metadata)?;
         let mut writer = if self.dry_run {
             None
         } else {
@@ -242,7 +246,11 @@ impl TableAction for Action<'_> {
                 &table.metadata,
                 self.spec.options.clone(),
             )?;
-            Some(if lineage { w.with_row_lineage() } else { w })
+            let w = if lineage { w.with_row_lineage() } else { w };
+            Some(match &sort {
+                Some(s) => w.with_sort_order_id(s.order_id()),
+                None => w,
+            })
         };
         let mut reader = DeleteReader::new(wh.store.as_ref(), table)?;
         let mut removed: HashSet<String> = HashSet::new();
@@ -282,8 +290,19 @@ impl TableAction for Action<'_> {
                 report.files_rewritten.push(path.to_string());
                 report.rows_rewritten += kept_rows as u64;
                 if let Some(w) = writer.as_mut() {
-                    for b in &out.kept {
-                        w.write(b)?;
+                    match &sort {
+                        // A sorted table: the file's rows in the order, in a file of their own.
+                        Some(s) => {
+                            for b in s.sort(&out.kept, 65_536)? {
+                                w.write(&b)?;
+                            }
+                            w.roll()?;
+                        }
+                        None => {
+                            for b in &out.kept {
+                                w.write(b)?;
+                            }
+                        }
                     }
                 }
             }

@@ -1,20 +1,24 @@
 //! Durable step 4 of an erasure: the cleanup of every table the erasure changed.
 //!
-//! Per table, five phases, each recorded in the journal when done: expire every snapshot
-//! older than the erasure's commits, rewrite manifests holding DELETED entries, expire the
-//! intermediate snapshot that rewrite leaves, empty the metadata log, and sweep unreferenced
-//! files older than the minimum age. With `[storage] purge_versions = true` a sixth phase
-//! deletes, by version id, the noncurrent versions a versioned bucket keeps under the table
-//! (the removed files' bytes); without it the phase is not recorded, so turning it on later
-//! and running the erasure again (`lethe erase --resume REQUEST`) purges then.
+//! Per table, two phases, each recorded in the journal when done: `history`, one commit that
+//! rewrites manifests holding DELETED entries, expires every snapshot older than the
+//! erasure's commits (the one before the rewrite included) and empties the metadata log
+//! ([`lethe_iceberg::ops::history`]: the state Iceberg Java's manifest rewrite, expiry and a
+//! trimmed log reach, in one metadata file instead of three or four); and `sweep`, which
+//! removes unreferenced files older than the minimum age. With `[storage] purge_versions =
+//! true` a third phase deletes, by version id, the noncurrent versions a versioned bucket keeps
+//! under the table (the removed files' bytes); without it the phase is not recorded, so turning
+//! it on later and running the erasure again (`lethe erase --resume REQUEST`) purges then.
+//! A journal written by an older lethe, which recorded the history's parts as four phases
+//! (`expire`, `manifests`, `expire-again`, `trim-log`), runs `history` again on resume: it
+//! commits only what is still to do.
 
 use std::collections::BTreeMap;
 
 use chrono::{Duration, Utc};
 use lethe_iceberg::catalog::TableName;
-use lethe_iceberg::commit::{TrimMetadataLog, commit};
-use lethe_iceberg::ops::expire::{Cutoff, ExpireOptions, expire};
-use lethe_iceberg::ops::manifests::rewrite_manifests;
+use lethe_iceberg::ops::expire::Cutoff;
+use lethe_iceberg::ops::history::purge_history;
 use lethe_iceberg::ops::sweep::{TableLocations, purge_versions, sweep_among};
 
 use super::durable_step;
@@ -24,14 +28,7 @@ use crate::error::Result;
 use crate::workspace::Workspace;
 
 /// The cleanup phases, in order.
-const PHASES: [&str; 6] = [
-    "expire",
-    "manifests",
-    "expire-again",
-    "trim-log",
-    "sweep",
-    "purge-versions",
-];
+const PHASES: [&str; 3] = ["history", "sweep", "purge-versions"];
 
 /// Whether a finished erasure still has a phase to run: the version purge, turned on after it
 /// finished.
@@ -103,31 +100,22 @@ async fn run_phase(
     locations: &mut Option<TableLocations>,
 ) -> Result<()> {
     match phase {
-        "expire" | "expire-again" => {
-            let r = expire(
+        "history" => {
+            let summary: BTreeMap<String, String> =
+                [("erasure-request".to_string(), tag.to_string())].into();
+            let r = purge_history(
                 &ws.warehouse,
                 name,
-                ExpireOptions {
-                    cutoff: Cutoff::OlderThan(Utc::now() + Duration::seconds(1)),
-                    dry_run: false,
-                    keep_files: false,
-                },
+                Cutoff::OlderThan(Utc::now() + Duration::seconds(1)),
+                summary,
                 ws.clock.as_ref(),
             )
             .await?;
-            c.snapshots_expired += r.expired.len();
-            c.files_removed += r.files_deleted;
-        }
-        "manifests" => {
-            let summary: BTreeMap<String, String> =
-                [("erasure-request".to_string(), tag.to_string())].into();
-            let r = rewrite_manifests(&ws.warehouse, name, summary, false).await?;
-            if r.snapshot_id.is_some() {
+            c.snapshots_expired += r.expire.expired.len();
+            c.files_removed += r.expire.files_deleted;
+            if r.manifests.snapshot_id.is_some() {
                 c.manifests_rewritten += 1;
             }
-        }
-        "trim-log" => {
-            commit(&ws.warehouse, name, &mut TrimMetadataLog).await?;
         }
         "purge-versions" => {
             let r = purge_versions(&ws.warehouse, name).await?;

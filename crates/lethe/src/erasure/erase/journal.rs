@@ -54,7 +54,8 @@ pub struct JournalStep {
 /// Cleanup counts for one table.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct TableCleanup {
-    /// Phases done: expire, manifests, expire-again, trim-log, sweep, purge-versions.
+    /// Phases done: history (manifest rewrite, expiry, trimmed log: one commit), sweep,
+    /// purge-versions.
     pub phases: BTreeSet<String>,
     /// Snapshots expired.
     pub snapshots_expired: usize,

@@ -11,9 +11,9 @@
 //! 3. one entry per plan step: DELETE as a row delete, REWRITE nulling the exception's
 //!    columns, RECOMPUTE by rerunning the pipeline — each commit records only
 //!    `erasure-request`, never a value of the person;
-//! 4. cleanup per table: expire every snapshot older than the erasure's commits, rewrite
-//!    manifests holding DELETED entries and expire the intermediate snapshot, empty the
-//!    metadata log, and sweep unreferenced files older than the minimum age.
+//! 4. cleanup per table: one commit that rewrites manifests holding DELETED entries, expires
+//!    every snapshot older than the erasure's commits and empties the metadata log; then the
+//!    sweep of unreferenced files older than the minimum age (`cleanup.rs`).
 //!
 //! Rerunning a request after a failure at any point resumes from the journal: values resolved
 //! before the first delete are reused (resolving them again after the deletes would find

@@ -10,6 +10,8 @@
 #    a copy with `cp` would not do, the catalog holds absolute paths); `lethe erase` of learner
 #    3590 on one, scripts/bench_erase_py.py (PyIceberg 0.12: the plan's row changes,
 #    expire_snapshots, a sweep) on the other; both whole processes under /usr/bin/time -v.
+#    A third demo made with `demo init --warehouse-only` (the same tables, no stores outside
+#    the warehouse) is erased by lethe too: the part PyIceberg's side also does.
 # Uses the release binary (set CARGO_TARGET_DIR to reuse a build) and the PyIceberg venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -64,6 +66,8 @@ done
 for scale in $erase_scales; do
   echo "== erase learner 3590 at scale $scale: lethe vs PyIceberg 0.12 on an identical copy"
   for who in lethe py; do "$lethe" demo init --dir "$out/erase$scale-$who" --scale "$scale" > /dev/null 2>&1; done
+  # The same warehouse without the stores outside it (PyIceberg's side does only the warehouse).
+  "$lethe" demo init --dir "$out/erase$scale-wh" --scale "$scale" --warehouse-only > /dev/null 2>&1
   echo "disk=$(du -sh "$out/erase$scale-lethe" | cut -f1) per copy"
   (cd "$out/erase$scale-py" && "$lethe" explain --subject learner=3590 --json > "$out/plan-$scale.json")
   # The demo's erasure reaches the helpdesk vendor's API too: served beside it, stopped after.
@@ -77,6 +81,7 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 print(f"  lethe verdict={d.get('verdict')} keys={sorted(d)[:12]}")
 EOF
+  (cd "$out/erase$scale-wh" && timed "erase-lethe-wh-$scale" "$lethe" erase --subject learner=3590 --request e-1 --min-age 0 --json) || true
   (cd "$out/erase$scale-py" && timed "erase-py-$scale" "$py" "$scripts/bench_erase_py.py" catalog.db warehouse "$out/plan-$scale.json" && cat "$out/erase-py-$scale.out")
-  rm -rf "$out/erase$scale-lethe" "$out/erase$scale-py"
+  rm -rf "$out/erase$scale-lethe" "$out/erase$scale-py" "$out/erase$scale-wh"
 done

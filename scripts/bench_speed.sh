@@ -11,7 +11,9 @@
 #    3590 on one, scripts/bench_erase_py.py (PyIceberg 0.12: the plan's row changes,
 #    expire_snapshots, a sweep) on the other; both whole processes under /usr/bin/time -v.
 #    A third demo made with `demo init --warehouse-only` (the same tables, no stores outside
-#    the warehouse) is erased by lethe too: the part PyIceberg's side also does.
+#    the warehouse) is erased by lethe too: the part PyIceberg's side also does. Each side runs
+#    LETHE_BENCH_ROUNDS times (default 3), interleaved, each on a fresh copy restored at the
+#    same path.
 # Uses the release binary (set CARGO_TARGET_DIR to reuse a build) and the PyIceberg venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -63,25 +65,34 @@ EOF
   rm -rf "$d"
 done
 
+rounds="${LETHE_BENCH_ROUNDS:-3}"
 for scale in $erase_scales; do
-  echo "== erase learner 3590 at scale $scale: lethe vs PyIceberg 0.12 on an identical copy"
+  echo "== erase learner 3590 at scale $scale: lethe vs PyIceberg 0.12 on an identical copy, $rounds rounds"
   for who in lethe py; do "$lethe" demo init --dir "$out/erase$scale-$who" --scale "$scale" > /dev/null 2>&1; done
   # The same warehouse without the stores outside it (PyIceberg's side does only the warehouse).
   "$lethe" demo init --dir "$out/erase$scale-wh" --scale "$scale" --warehouse-only > /dev/null 2>&1
   echo "disk=$(du -sh "$out/erase$scale-lethe" | cut -f1) per copy"
   (cd "$out/erase$scale-py" && "$lethe" explain --subject learner=3590 --json > "$out/plan-$scale.json")
-  # The demo's erasure reaches the helpdesk vendor's API too: served beside it, stopped after.
-  (cd "$out/erase$scale-lethe" && exec "$lethe" demo vendor > "$out/vendor-$scale.log" 2>&1) &
-  vendor=$!
-  sleep 1
-  (cd "$out/erase$scale-lethe" && timed "erase-lethe-$scale" "$lethe" erase --subject learner=3590 --request e-1 --min-age 0 --json) || true
-  kill "$vendor"; wait "$vendor" 2> /dev/null || true
-  "$py" - "$out/erase-lethe-$scale.out" <<'EOF'
-import json, sys
-d = json.load(open(sys.argv[1]))
-print(f"  lethe verdict={d.get('verdict')} keys={sorted(d)[:12]}")
-EOF
-  (cd "$out/erase$scale-wh" && timed "erase-lethe-wh-$scale" "$lethe" erase --subject learner=3590 --request e-1 --min-age 0 --json) || true
-  (cd "$out/erase$scale-py" && timed "erase-py-$scale" "$py" "$scripts/bench_erase_py.py" catalog.db warehouse "$out/plan-$scale.json" && cat "$out/erase-py-$scale.out")
-  rm -rf "$out/erase$scale-lethe" "$out/erase$scale-py" "$out/erase$scale-wh"
+  # Each round erases a fresh copy restored at the same path (the catalog holds absolute paths).
+  for who in lethe py wh; do cp -a "$out/erase$scale-$who" "$out/erase$scale-$who.pristine"; done
+  for round in $(seq "$rounds"); do
+    for who in lethe wh py; do
+      d="$out/erase$scale-$who"
+      if [ "$round" -gt 1 ]; then rm -rf "$d"; cp -a "$d.pristine" "$d"; fi
+      sync
+      case $who in
+        lethe)
+          # The demo's erasure reaches the helpdesk vendor's API too: served beside it, stopped after.
+          (cd "$d" && exec "$lethe" demo vendor > "$out/vendor-$scale.log" 2>&1) &
+          vendor=$!
+          sleep 1
+          (cd "$d" && timed "erase-lethe-$scale-$round" "$lethe" erase --subject learner=3590 --request e-1 --min-age 0 --json) || true
+          kill "$vendor"; wait "$vendor" 2> /dev/null || true
+          ;;
+        wh) (cd "$d" && timed "erase-lethe-wh-$scale-$round" "$lethe" erase --subject learner=3590 --request e-1 --min-age 0 --json) || true ;;
+        py) (cd "$d" && timed "erase-py-$scale-$round" "$py" "$scripts/bench_erase_py.py" catalog.db warehouse "$out/plan-$scale.json" && cat "$out/erase-py-$scale-$round.out") ;;
+      esac
+    done
+  done
+  for who in lethe py wh; do rm -rf "$out/erase$scale-$who" "$out/erase$scale-$who.pristine"; done
 done

@@ -3,7 +3,9 @@
 # PyIceberg and SeaweedFS's `weed`; Spark 3.5 + Iceberg 1.10 for the format v3 interop tests),
 # starts the real servers the tests talk to (SeaweedFS S3 + Iceberg REST catalog, PostgreSQL;
 # see docs/services.md) on 127.0.0.1 and free ports, runs every test of the workspace,
-# failpoints included, and stops the servers whatever happens. CI runs exactly this.
+# failpoints included, and stops the servers whatever happens. It also starts a Ballista
+# cluster with lethe's operators (scripts/ballista.sh) for the `--engine ballista` tests, found
+# through LETHE_BALLISTA_SCHEDULER and LETHE_BALLISTA_DIR. CI runs exactly this.
 #   LETHE_SERVICES=all|seaweedfs|postgres|none   which servers to start (default all)
 #   LETHE_SERVICES_SMOKE=1                       check them first with scripts/services_smoke.py
 # The tests find the servers through the variables of STATE_DIR/env (LETHE_S3_ENDPOINT,
@@ -50,5 +52,23 @@ if [ "$services" != none ]; then
   . "$LETHE_SERVICES_DIR/env"
   set +a
   if [ "${LETHE_SERVICES_SMOKE:-0}" = 1 ]; then "$LETHE_PYTHON" scripts/services_smoke.py; fi
+fi
+# The Ballista cluster (scripts/ballista.sh: a scheduler and two executors) runs the `lethe`
+# binary the tests are built with, so the tests are built first. LETHE_BALLISTA=0 skips it.
+if [ "${LETHE_BALLISTA:-1}" = 1 ]; then
+  cargo test --workspace --features lethe-cli/failpoints --no-run "$@"
+  LETHE_BALLISTA_STATE="$(mktemp -d "${TMPDIR:-/tmp}/lethe-ballista.XXXXXX")"
+  cleanup_ballista() { bash scripts/ballista.sh stop "$LETHE_BALLISTA_STATE" || true; rm -rf "$LETHE_BALLISTA_STATE"; }
+  if [ "$services" != none ]; then
+    trap 'cleanup_ballista; cleanup' EXIT
+  else
+    trap cleanup_ballista EXIT
+  fi
+  LETHE_EXECUTOR_LOG="${LETHE_EXECUTOR_LOG:-debug}" LETHE_SERVICES_OWNER_PID=$$ \
+    bash scripts/ballista.sh start "$LETHE_BALLISTA_STATE" 2
+  set -a
+  # shellcheck disable=SC1091
+  . "$LETHE_BALLISTA_STATE/ballista.env"
+  set +a
 fi
 cargo test --workspace --features lethe-cli/failpoints --no-fail-fast "$@"

@@ -120,6 +120,13 @@ enum Command {
     /// Benchmark set-ups and timed operations (see BENCHMARKS.md).
     #[command(subcommand, hide = true)]
     Bench(cmd::bench::BenchCommand),
+    /// Run a Ballista scheduler with lethe's operators (for `--engine ballista`); runs until
+    /// stopped. Executors (`lethe executor`) and clients connect to it.
+    Scheduler(cmd::cluster::SchedulerArgs),
+    /// Run a Ballista executor with lethe's operators; runs until stopped. It reads and writes
+    /// the warehouse the clients' catalogs name (a folder mounted at the same path, or object
+    /// storage with this process's credentials) and logs nothing about a subject.
+    Executor(cmd::cluster::ExecutorArgs),
     /// Questions about the recorded lineage.
     #[command(subcommand)]
     Lineage(cmd::explain::LineageCommand),
@@ -191,6 +198,8 @@ fn main() -> ExitCode {
             Command::Stores(c) => cmd::stores::run(c, config.as_deref()).await,
             Command::Verify(a) => cmd::verify::verify(a, config.as_deref()).await,
             Command::Bench(c) => cmd::bench::run(c, config.as_deref()).await,
+            Command::Scheduler(a) => cmd::cluster::scheduler(a).await,
+            Command::Executor(a) => cmd::cluster::executor(a).await,
             Command::Lineage(c) => cmd::explain::lineage(c, config.as_deref()).await,
             Command::Consent(c) => cmd::consent::run(c, config.as_deref()).await,
             Command::Query(a) => cmd::query::query(a, config.as_deref()).await,

@@ -269,6 +269,14 @@ impl DeleteIndex {
         }
     }
 
+    /// The delete files that apply to data file `data`, by reference.
+    pub fn refs_for_data_file(&self, data: &TrackedFile, store: &dyn FileStore) -> Vec<DeleteFileRef> {
+        self.for_data_file(data, store)
+            .into_iter()
+            .filter_map(|i| DeleteFileRef::of(&self.deletes[i]))
+            .collect()
+    }
+
     /// Indices of the deletion vectors that apply to data file `data`: it is the file they
     /// name, it is not newer than they are, and it has their partition.
     fn vectors_for<'s>(&'s self, data: &'s TrackedFile) -> impl Iterator<Item = usize> + 's {
@@ -316,6 +324,34 @@ impl DeleteIndex {
             .collect();
         out.extend(vectors);
         out
+    }
+}
+
+/// A delete file by what applying it takes: where it is and, for an equality delete, the field
+/// ids it compares. What a task run elsewhere receives instead of the manifest entry.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DeleteFileRef {
+    /// The delete file's location as its manifest spells it.
+    pub location: String,
+    /// The equality field ids of an equality delete; None for a position delete.
+    pub equality_ids: Option<Vec<i32>>,
+}
+
+impl DeleteFileRef {
+    /// The reference of a tracked delete file (None for a data file).
+    pub fn of(f: &TrackedFile) -> Option<Self> {
+        let df = &f.entry.data_file;
+        match df.content_type() {
+            DataContentType::PositionDeletes => Some(DeleteFileRef {
+                location: df.file_path().to_string(),
+                equality_ids: None,
+            }),
+            DataContentType::EqualityDeletes => Some(DeleteFileRef {
+                location: df.file_path().to_string(),
+                equality_ids: Some(df.equality_ids().unwrap_or_default()),
+            }),
+            DataContentType::Data => None,
+        }
     }
 }
 
@@ -416,7 +452,10 @@ impl<'a> DeleteReader<'a> {
     }
 
     fn position_deletes(&mut self, f: &TrackedFile) -> Result<Arc<PositionDeletes>> {
-        let path = f.entry.data_file.file_path();
+        self.position_deletes_at(f.entry.data_file.file_path())
+    }
+
+    fn position_deletes_at(&mut self, path: &str) -> Result<Arc<PositionDeletes>> {
         if let Some(p) = self.positions.get(path) {
             return Ok(p.clone());
         }
@@ -472,12 +511,14 @@ impl<'a> DeleteReader<'a> {
     /// file's columns.
     fn equality_columns(&self, f: &TrackedFile) -> Result<(Vec<i32>, Vec<usize>)> {
         let df = &f.entry.data_file;
-        let ids = df.equality_ids().unwrap_or_default();
+        self.equality_columns_of(df.file_path(), &df.equality_ids().unwrap_or_default())
+    }
+
+    fn equality_columns_of(&self, path: &str, ids: &[i32]) -> Result<(Vec<i32>, Vec<usize>)> {
         if ids.is_empty() {
             return Err(Error::invalid(format!(
-                "{}: equality delete file {} names no equality field",
+                "{}: equality delete file {path} names no equality field",
                 self.table.name,
-                df.file_path()
             )));
         }
         let fields = self.schema.as_struct().fields();
@@ -488,14 +529,13 @@ impl<'a> DeleteReader<'a> {
                     table: self.table.name.to_string(),
                     feature: "equality deletes on nested or dropped columns".into(),
                     detail: format!(
-                        "delete file {} compares field id {id}, which is not a top-level column of the current schema",
-                        df.file_path()
+                        "delete file {path} compares field id {id}, which is not a top-level column of the current schema",
                     ),
                 });
             };
             cols.push(pos);
         }
-        Ok((ids, cols))
+        Ok((ids.to_vec(), cols))
     }
 
     /// Reads an equality delete file's rows projected onto the table's current schema
@@ -504,19 +544,26 @@ impl<'a> DeleteReader<'a> {
         &self,
         f: &TrackedFile,
     ) -> Result<(SchemaRef, Vec<RecordBatch>, Vec<RecordBatch>)> {
-        let path = f.entry.data_file.file_path();
+        self.equality_rows_at(f.entry.data_file.file_path())
+    }
+
+    fn equality_rows_at(&self, path: &str) -> Result<(SchemaRef, Vec<RecordBatch>, Vec<RecordBatch>)> {
         let (schema, raw) = read_raw(self.store, path)?;
         let projected = project_batches(&schema, &raw, &self.schema, path, true)?;
         Ok((schema, raw, projected))
     }
 
     fn equality_deletes(&mut self, f: &TrackedFile) -> Result<Arc<EqualityDeletes>> {
-        let path = f.entry.data_file.file_path();
+        let df = &f.entry.data_file;
+        self.equality_deletes_at(df.file_path(), &df.equality_ids().unwrap_or_default())
+    }
+
+    fn equality_deletes_at(&mut self, path: &str, ids: &[i32]) -> Result<Arc<EqualityDeletes>> {
         if let Some(e) = self.equalities.get(path) {
             return Ok(e.clone());
         }
-        let (_, columns) = self.equality_columns(f)?;
-        let (_, _, projected) = self.equality_rows(f)?;
+        let (_, columns) = self.equality_columns_of(path, ids)?;
+        let (_, _, projected) = self.equality_rows_at(path)?;
         let fields: Vec<SortField> = columns
             .iter()
             .map(|c| SortField::new(self.target.field(*c).data_type().clone()))
@@ -591,35 +638,43 @@ impl<'a> DeleteReader<'a> {
                 }
             }
         }
-        if positions.is_empty() && equalities.is_empty() {
+        masks_of(&positions, &equalities, batches)
+    }
+
+    /// [`Self::live_masks`] for delete files given by reference (as a task run elsewhere
+    /// receives them: [`DeleteIndex::refs_for_data_file`]). Deletion vectors are not among
+    /// them (tables with deletion vectors are rewritten where they are planned).
+    pub fn live_masks_of(
+        &mut self,
+        deletes: &[DeleteFileRef],
+        data_path: &str,
+        batches: &[RecordBatch],
+    ) -> Result<Option<Vec<BooleanArray>>> {
+        if deletes.is_empty() {
             return Ok(None);
         }
-        let mut masks = Vec::with_capacity(batches.len());
-        let mut offset = 0u64;
-        let mut next = 0usize;
-        for b in batches {
-            let n = b.num_rows();
-            let mut live = vec![true; n];
-            let end = offset + n as u64;
-            while next < positions.len() && positions[next] < end {
-                live[(positions[next] - offset) as usize] = false;
-                next += 1;
-            }
-            for e in &equalities {
-                let converter = RowConverter::new(e.fields.clone())?;
-                let arrays: Vec<ArrayRef> =
-                    e.columns.iter().map(|c| b.column(*c).clone()).collect();
-                let rows = converter.convert_columns(&arrays)?;
-                for (i, r) in rows.iter().enumerate() {
-                    if live[i] && e.keys.contains(r.as_ref()) {
-                        live[i] = false;
+        let key = norm(self.store, data_path);
+        let mut positions: Vec<u64> = Vec::new();
+        let mut equalities: Vec<Arc<EqualityDeletes>> = Vec::new();
+        for d in deletes {
+            match &d.equality_ids {
+                None => {
+                    let p = self.position_deletes_at(&d.location)?;
+                    if let Some(v) = p.by_path.get(&key) {
+                        positions.extend_from_slice(v);
+                    }
+                }
+                Some(ids) => {
+                    let e = self.equality_deletes_at(&d.location, ids)?;
+                    if !e.keys.is_empty() {
+                        equalities.push(e);
                     }
                 }
             }
-            masks.push(BooleanArray::from(live));
-            offset = end;
         }
-        Ok(Some(masks))
+        positions.sort_unstable();
+        positions.dedup();
+        masks_of(&positions, &equalities, batches)
     }
 
     /// Decides what happens to the delete files once `removed_data` (locations as the
@@ -1154,6 +1209,43 @@ pub fn write_equality_deletes(
     })
 }
 
+/// The live masks of `batches` (a data file's rows in file order) given the deleted positions
+/// (ascending) and the equality deletes that apply; None when nothing applies.
+fn masks_of(
+    positions: &[u64],
+    equalities: &[Arc<EqualityDeletes>],
+    batches: &[RecordBatch],
+) -> Result<Option<Vec<BooleanArray>>> {
+    if positions.is_empty() && equalities.is_empty() {
+        return Ok(None);
+    }
+    let mut masks = Vec::with_capacity(batches.len());
+    let mut offset = 0u64;
+    let mut next = 0usize;
+    for b in batches {
+        let n = b.num_rows();
+        let mut live = vec![true; n];
+        let end = offset + n as u64;
+        while next < positions.len() && positions[next] < end {
+            live[(positions[next] - offset) as usize] = false;
+            next += 1;
+        }
+        for e in equalities {
+            let converter = RowConverter::new(e.fields.clone())?;
+            let arrays: Vec<ArrayRef> = e.columns.iter().map(|c| b.column(*c).clone()).collect();
+            let rows = converter.convert_columns(&arrays)?;
+            for (i, r) in rows.iter().enumerate() {
+                if live[i] && e.keys.contains(r.as_ref()) {
+                    live[i] = false;
+                }
+            }
+        }
+        masks.push(BooleanArray::from(live));
+        offset = end;
+    }
+    Ok(Some(masks))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1167,3 +1259,4 @@ mod tests {
         assert_eq!(path_key("s3://b/t/a.parquet"), "s3://b/t/a.parquet");
     }
 }
+

@@ -177,6 +177,14 @@ impl<'a> TableWriter<'a> {
         })
     }
 
+    /// Names the files this writer creates `<n>-<run>.parquet` instead of with a random
+    /// uuid (a task run elsewhere names its files by its job, task and attempt, so that the
+    /// files of an attempt that didn't finish can be told apart).
+    pub fn with_run(mut self, run: impl Into<String>) -> Self {
+        self.run = run.into();
+        self
+    }
+
     /// The Arrow schema batches must have.
     pub fn arrow_schema(&self) -> &ArrowSchemaRef {
         &self.arrow_schema

@@ -49,6 +49,7 @@ use bytes::Bytes;
 use serde::Serialize;
 
 pub mod dispatch;
+pub mod engine;
 mod formats;
 mod grams;
 mod report;
@@ -58,6 +59,7 @@ pub use report::{
     FileFormat, FileReport, FileStatus, Hit, MAX_HITS_PER_FILE, Place, Progress, ScanReport,
     TraceKind,
 };
+pub use engine::ScanEngine;
 pub use traces::{IdTrace, IdValue, SubjectTraces, TraceSet, ValueTrace};
 
 use dispatch::Ctx;
@@ -92,6 +94,10 @@ pub enum Error {
     /// Listing the objects to scan failed: nothing can be proven about what wasn't listed.
     #[error("listing the objects to scan failed: {0}")]
     Listing(String),
+    /// The engine the scan ran on failed (a cluster that can't be reached, a task that
+    /// failed for good): nothing can be proven about what it didn't read.
+    #[error("scan engine: {0}")]
+    Engine(String),
     /// A broken invariant of this crate.
     #[error("internal error: {0}")]
     Internal(String),
@@ -236,7 +242,7 @@ pub fn scan(
 }
 
 /// One object of a store for [`scan_objects`]: plain data, opened by the caller's function.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ObjectEntry {
     /// How reports name it (its location; a noncurrent version as `location?versionId=V`).
     pub name: String,
@@ -367,7 +373,10 @@ where
     Ok(report)
 }
 
-fn scan_object<R: ::parquet::file::reader::ChunkReader + 'static>(
+/// Scans one object: `open` gives random access to it (or why it can't be opened, which makes
+/// it unreadable). Never panics; the report is named by `e.name`. What [`scan_objects`] does
+/// to each object, for engines that run it in another process.
+pub fn scan_object<R: ::parquet::file::reader::ChunkReader + 'static>(
     traces: &TraceSet,
     e: &ObjectEntry,
     open: &(dyn Fn(&ObjectEntry) -> std::result::Result<R, String> + Sync),

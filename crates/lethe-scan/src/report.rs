@@ -14,7 +14,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::traces::{IdOwner, TraceSet, ValueOwner};
 
@@ -22,7 +22,7 @@ use crate::traces::{IdOwner, TraceSet, ValueOwner};
 pub const MAX_HITS_PER_FILE: usize = 10_000;
 
 /// Where in a file a trace was found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Place {
     /// A Parquet data value (any column, nested included).
     DataValue,
@@ -62,7 +62,7 @@ pub enum Place {
 }
 
 /// Which trace matched.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum TraceKind {
     /// An ID of the named column (as spelled in the trace).
     Id {
@@ -77,7 +77,7 @@ pub enum TraceKind {
 }
 
 /// One aggregated finding.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Hit {
     /// Index of the subject in the list the [`TraceSet`] was built from.
     pub subject: usize,
@@ -93,7 +93,7 @@ pub struct Hit {
 }
 
 /// Whether a file could be read to the end.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum FileStatus {
     /// Read completely with its format's reader.
     Read,
@@ -105,7 +105,7 @@ pub enum FileStatus {
 }
 
 /// The format a file was read as.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum FileFormat {
     /// Apache Parquet.
     Parquet,
@@ -136,7 +136,7 @@ pub enum FileFormat {
 }
 
 /// The result for one file.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct FileReport {
     /// Path as found under the root (or the name given to `scan_bytes`).
     pub path: PathBuf,

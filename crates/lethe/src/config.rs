@@ -32,6 +32,12 @@
 //!
 //! [scan]
 //! roots = ["raw"]              # folders outside the warehouse that the proof scan also reads
+//!
+//! [engine]                     # optional: where the scan's and erasures' per-file work runs
+//! kind = "ballista"            # "local" (the default: this process) or "ballista"
+//! scheduler = "127.0.0.1:50050"  # the Ballista scheduler (`lethe scheduler`)
+//! task_mib = 64                # scan tasks of at most this many MiB of files
+//! task_objects = 256           # ... and this many files
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -59,6 +65,42 @@ pub struct Config {
     pub scan_roots: Vec<PathBuf>,
     /// Object storage settings.
     pub storage: StorageConfig,
+    /// Where the heavy per-file work runs (`[engine]`).
+    pub engine: EngineConfig,
+}
+
+/// Which engine runs the per-file work of scans and erasures' rewrites.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum EngineKind {
+    /// This process.
+    #[default]
+    Local,
+    /// A DataFusion Ballista cluster whose executors carry lethe's operators.
+    Ballista,
+}
+
+impl EngineKind {
+    /// Parses `local` or `ballista`.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "local" => Some(EngineKind::Local),
+            "ballista" => Some(EngineKind::Ballista),
+            _ => None,
+        }
+    }
+}
+
+/// The `[engine]` section. Defaults: the local engine; scan tasks of 64 MiB or 256 files.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EngineConfig {
+    /// The engine.
+    pub kind: EngineKind,
+    /// The Ballista scheduler, `HOST:PORT`.
+    pub scheduler: Option<String>,
+    /// MiB of files per scan task at most.
+    pub task_mib: Option<u64>,
+    /// Files per scan task at most.
+    pub task_objects: Option<usize>,
 }
 
 /// The catalog section.
@@ -201,6 +243,8 @@ struct RawConfig {
     paths: RawPaths,
     #[serde(default)]
     scan: RawScan,
+    #[serde(default)]
+    engine: RawEngine,
     /// Gone: places outside the warehouse are stores in governance/stores.toml now.
     #[serde(default)]
     residuals: Option<toml::Value>,
@@ -215,6 +259,15 @@ struct RawPaths {
     pipelines: Option<String>,
     lineage: Option<String>,
     state: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEngine {
+    kind: Option<String>,
+    scheduler: Option<String>,
+    task_mib: Option<u64>,
+    task_objects: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -356,6 +409,28 @@ impl Config {
                 format!("`{e}` is not an endpoint URL: use http(s)://host:port"),
             ));
         }
+        let engine = &raw.engine;
+        let kind = match engine.kind.as_deref() {
+            None => EngineKind::Local,
+            Some(k) => EngineKind::parse(k).ok_or_else(|| {
+                parsed.error_at(
+                    "engine.kind",
+                    format!("unknown engine `{k}`: use \"local\" or \"ballista\""),
+                )
+            })?,
+        };
+        if kind == EngineKind::Ballista && engine.scheduler.is_none() {
+            return Err(parsed.error_at(
+                "engine.kind",
+                "the ballista engine needs its scheduler: add scheduler = \"HOST:PORT\" to [engine]",
+            ));
+        }
+        if engine.task_mib == Some(0) {
+            return Err(parsed.error_at("engine.task_mib", "must be at least 1"));
+        }
+        if engine.task_objects == Some(0) {
+            return Err(parsed.error_at("engine.task_objects", "must be at least 1"));
+        }
         let resolve =
             |p: &Option<String>, default: &str| root.join(p.as_deref().unwrap_or(default));
         let paths = Paths {
@@ -368,6 +443,12 @@ impl Config {
             catalog: raw.catalog.clone(),
             scan_roots: raw.scan.roots.iter().map(|r| root.join(r)).collect(),
             storage: raw.storage.clone(),
+            engine: EngineConfig {
+                kind,
+                scheduler: engine.scheduler.clone(),
+                task_mib: engine.task_mib,
+                task_objects: engine.task_objects,
+            },
             file: file.clone(),
             root,
             paths,
@@ -596,6 +677,30 @@ mod tests {
             e.contains("lethe.toml:2: catalog.kind: unknown catalog kind `glue`"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn engine_section_is_checked_with_its_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = "[catalog]\nkind = \"sql\"\nname = \"x\"\nuri = \"sqlite:c.db\"\nwarehouse = \"w\"\n";
+        let c = Config::load(&write(dir.path(), base)).unwrap();
+        assert_eq!(c.engine, EngineConfig::default());
+        let f = write(
+            dir.path(),
+            &format!("{base}[engine]\nkind = \"ballista\"\nscheduler = \"127.0.0.1:50050\"\ntask_mib = 8\n"),
+        );
+        let c = Config::load(&f).unwrap();
+        assert_eq!(c.engine.kind, EngineKind::Ballista);
+        assert_eq!(c.engine.scheduler.as_deref(), Some("127.0.0.1:50050"));
+        assert_eq!(c.engine.task_mib, Some(8));
+        let f = write(dir.path(), &format!("{base}[engine]\nkind = \"spark\"\n"));
+        let e = Config::load(&f).unwrap_err().to_string();
+        assert!(e.contains("lethe.toml:7: engine.kind: unknown engine `spark`"), "{e}");
+        let f = write(dir.path(), &format!("{base}[engine]\nkind = \"ballista\"\n"));
+        let e = Config::load(&f).unwrap_err().to_string();
+        assert!(e.contains("lethe.toml:7: engine.kind: the ballista engine needs its scheduler"), "{e}");
+        let f = write(dir.path(), &format!("{base}[engine]\nschedulr = \"x\"\n"));
+        assert!(Config::load(&f).is_err());
     }
 
     #[test]

@@ -24,6 +24,7 @@
 pub mod access;
 pub mod batchio;
 pub mod config;
+pub mod engine;
 pub mod erasure;
 pub mod error;
 pub mod governance;

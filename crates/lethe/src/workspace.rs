@@ -11,6 +11,7 @@ use std::sync::Arc;
 use secrecy::SecretString;
 
 use crate::config::{Config, WarehouseLocation, is_postgres_uri};
+use crate::engine::Engines;
 use crate::error::{Error, Result};
 use crate::governance::Governance;
 use lethe_iceberg::catalog::rest::{RestAuth, RestCatalog, RestSettings};
@@ -29,6 +30,8 @@ pub struct Workspace {
     pub warehouse: Warehouse,
     /// The clock (wall-clock settings only: snapshot age, minimum file age).
     pub clock: Arc<dyn Clock>,
+    /// Where the per-file work of scans and rewrites runs (default: here).
+    pub engines: Engines,
 }
 
 /// A secret from an environment variable or a file (trailing newline dropped). `what` names it
@@ -230,12 +233,19 @@ impl Workspace {
             config: config.clone(),
             warehouse: Warehouse::new(catalog, store, root),
             clock: Arc::new(SystemClock),
+            engines: Engines::default(),
         })
     }
 
     /// Replaces the clock (tests pin it).
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
+        self
+    }
+
+    /// Runs the per-file work of scans and erasures' rewrites on `engines`.
+    pub fn with_engines(mut self, engines: Engines) -> Self {
+        self.engines = engines;
         self
     }
 

@@ -47,10 +47,14 @@ pub struct EraseArgs {
     /// Print JSON.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    engine: super::cluster::EngineArgs,
 }
 
 pub async fn erase(a: EraseArgs, config: Option<&Path>) -> anyhow::Result<ExitCode> {
     let ws = super::workspace(config)?;
+    let (engines, cluster) = a.engine.engines(&ws)?;
+    let ws = ws.with_engines(engines);
     let requests: Vec<RequestSpec> = if let Some(r) = &a.resume {
         match find_request(&ws, r)? {
             Some(mut j) if j.is_finished() => {
@@ -150,6 +154,7 @@ pub async fn erase(a: EraseArgs, config: Option<&Path>) -> anyhow::Result<ExitCo
         Err(e) => return Err(e.into()),
     };
     bars.done();
+    super::cluster::report_jobs(cluster.as_deref());
     let j = &report.journal;
     if a.json {
         out::json(&report)?;

@@ -1,6 +1,7 @@
 //! One module per command group.
 
 pub mod bench;
+pub mod cluster;
 pub mod consent;
 pub mod demo;
 pub mod discover;

@@ -28,6 +28,8 @@ pub struct ScanArgs {
     /// Print JSON.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    engine: super::cluster::EngineArgs,
 }
 
 /// Arguments of `lethe attest`.
@@ -155,10 +157,13 @@ async fn cases_for(
 
 pub async fn scan(a: ScanArgs, config: Option<&Path>) -> anyhow::Result<ExitCode> {
     let ws = super::workspace(config)?;
+    let (engines, cluster) = a.engine.engines(&ws)?;
+    let ws = ws.with_engines(engines);
     let cases = cases_for(&ws, &a).await?;
     let quiet = a.json;
     let r = lethe::erasure::prove::prove(&ws, &cases, &out::progress_unless(quiet)).await?;
     out::progress_done();
+    super::cluster::report_jobs(cluster.as_deref());
     if a.json {
         out::json(&r)?;
     } else {

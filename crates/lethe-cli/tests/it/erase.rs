@@ -68,7 +68,7 @@ async fn unreferenced(ws: &Workspace) -> usize {
 }
 
 /// Every table's rows, as sorted debug lines (for comparing two warehouses).
-async fn contents(ws: &Workspace) -> BTreeMap<String, Vec<String>> {
+pub(crate) async fn contents(ws: &Workspace) -> BTreeMap<String, Vec<String>> {
     let mut out = BTreeMap::new();
     for name in ws.warehouse.tables().await.unwrap() {
         let t = ws.warehouse.load(&name).await.unwrap();

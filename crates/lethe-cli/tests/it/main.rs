@@ -4,6 +4,7 @@
 //! installs the venv); they fail, never skip, when it is missing.
 
 mod architecture;
+mod ballista;
 mod commits;
 mod common;
 mod consent;

@@ -4,4 +4,5 @@ pub mod expire;
 pub mod history;
 pub mod manifests;
 pub mod rewrite;
+pub mod rewrite_tasks;
 pub mod sweep;

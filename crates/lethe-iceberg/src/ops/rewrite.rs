@@ -37,13 +37,14 @@
 //! purge.
 
 use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
 
 use arrow::array::{ArrayRef, BooleanArray, RecordBatch, new_null_array};
 use arrow::compute;
 use async_trait::async_trait;
 use futures::TryStreamExt;
 use iceberg::spec::{DataFile, Operation};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::catalog::TableName;
 use crate::commit::{ActionCommit, TableAction, commit};
@@ -51,6 +52,7 @@ use crate::deletes::{DeleteIndex, DeleteReader, check_supported};
 use crate::error::{Error, Result};
 use crate::lineage::{LAST_UPDATED_SEQUENCE_NUMBER, has_row_lineage, read_with_lineage};
 use crate::nested::{self, FieldPath};
+use crate::ops::rewrite_tasks::{FileState, FileTask, RewriteEngine, RewriteJob};
 use crate::predicate::Predicate;
 use crate::read::read_data_file;
 use crate::snapshot::{SnapshotChanges, produce_written};
@@ -58,7 +60,7 @@ use crate::table::{LoadedTable, TrackedFile, Warehouse};
 use crate::writer::{TableWriter, WriteOptions};
 
 /// What happens to the rows a predicate selects.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RowChange {
     /// Remove them.
@@ -83,6 +85,8 @@ pub struct RowRewrite {
     pub summary: BTreeMap<String, String>,
     /// Writer options.
     pub options: WriteOptions,
+    /// Where the per-file work runs (None: in this process). See [`crate::ops::rewrite_tasks`].
+    pub engine: Option<Arc<dyn RewriteEngine>>,
 }
 
 impl RowRewrite {
@@ -93,6 +97,7 @@ impl RowRewrite {
             change: RowChange::Delete,
             summary: BTreeMap::new(),
             options: WriteOptions::default(),
+            engine: None,
         }
     }
 
@@ -110,6 +115,12 @@ impl RowRewrite {
             change: RowChange::RewriteAll,
             ..Self::delete(Predicate::True)
         }
+    }
+
+    /// Runs the per-file work on `engine` (a dry run still reads in this process).
+    pub fn with_engine(mut self, engine: Option<Arc<dyn RewriteEngine>>) -> Self {
+        self.engine = engine;
+        self
     }
 
     /// Adds a summary key.
@@ -254,7 +265,63 @@ impl TableAction for Action<'_> {
         };
         let mut reader = DeleteReader::new(wh.store.as_ref(), table)?;
         let mut removed: HashSet<String> = HashSet::new();
+        // Files an engine wrote (committed below, or removed when the plan fails).
+        let mut engine_added: Vec<DataFile> = Vec::new();
+        // Format v3 tables (row lineage, deletion vectors) are rewritten here: their tasks
+        // would need each file's lineage and vectors, which a job doesn't carry yet.
+        let engine = self.spec.engine.clone().filter(|e| {
+            if lineage && !self.dry_run {
+                tracing::info!(
+                    "{tname}: a format v3 table is rewritten in this process, not on {}",
+                    e.name()
+                );
+            }
+            !self.dry_run && !lineage
+        });
         let result: Result<()> = async {
+            if let Some(engine) = &engine {
+                let mut tasks = Vec::new();
+                for f in files.iter().filter(|f| f.is_data()) {
+                    let path = f.entry.data_file.file_path();
+                    if wanted.contains(&wh.store.normalize(path)?) {
+                        tasks.push(FileTask {
+                            data_file: path.to_string(),
+                            bytes: f.entry.data_file.file_size_in_bytes(),
+                            deletes: index.refs_for_data_file(f, wh.store.as_ref()),
+                        });
+                    }
+                }
+                if tasks.is_empty() {
+                    return Ok(());
+                }
+                let job = RewriteJob::new(table, self.spec, tasks)?;
+                let outcomes = engine.rewrite_files(&job, wh.store.as_ref()).await?;
+                if outcomes.len() != job.tasks.len() {
+                    return Err(Error::Internal(format!(
+                        "engine {} returned {} outcomes for {} tasks",
+                        engine.name(),
+                        outcomes.len(),
+                        job.tasks.len()
+                    )));
+                }
+                for o in outcomes {
+                    report.files_read += 1;
+                    if o.state == FileState::Unchanged {
+                        continue;
+                    }
+                    report.rows_matched += o.matched;
+                    report.rows_purged += o.purged;
+                    removed.insert(o.data_file.clone());
+                    if o.state == FileState::Dropped {
+                        report.files_dropped.push(o.data_file);
+                        continue;
+                    }
+                    report.files_rewritten.push(o.data_file);
+                    report.rows_rewritten += o.kept_rows;
+                    engine_added.extend(o.added);
+                }
+                return Ok(());
+            }
             for f in files.iter().filter(|f| f.is_data()) {
                 let path = f.entry.data_file.file_path();
                 if !wanted.contains(&wh.store.normalize(path)?) {
@@ -309,7 +376,8 @@ impl TableAction for Action<'_> {
             Ok(())
         }
         .await;
-        let written_so_far = writer.as_ref().map(|w| w.locations()).unwrap_or_default();
+        let mut written_so_far = writer.as_ref().map(|w| w.locations()).unwrap_or_default();
+        written_so_far.extend(engine_added.iter().map(|d| d.file_path().to_string()));
         if let Err(e) = result {
             for l in written_so_far {
                 let _ = wh.store.delete(&l);
@@ -325,6 +393,9 @@ impl TableAction for Action<'_> {
                 for l in w.locations() {
                     let _ = wh.store.delete(&l);
                 }
+            }
+            for d in &engine_added {
+                let _ = wh.store.delete(d.file_path());
             }
         };
         let subject = match self.spec.change {
@@ -362,7 +433,11 @@ impl TableAction for Action<'_> {
             .map(|(f, _)| f.file_path().to_string())
             .collect();
         let added: Vec<DataFile> = match writer.map(|w| w.finish()).transpose() {
-            Ok(a) => a.unwrap_or_default(),
+            Ok(a) => {
+                let mut a = a.unwrap_or_default();
+                a.append(&mut engine_added);
+                a
+            }
             Err(e) => {
                 for l in &added_deletes {
                     let _ = wh.store.delete(l);
@@ -393,18 +468,18 @@ impl TableAction for Action<'_> {
 }
 
 /// What a change does to the batches of one file.
-struct Changed {
+pub(crate) struct Changed {
     /// Batches to keep (live rows only).
-    kept: Vec<RecordBatch>,
+    pub(crate) kept: Vec<RecordBatch>,
     /// Live rows the change touched.
-    matched: u64,
+    pub(crate) matched: u64,
     /// Rows already deleted by delete files that the predicate selects.
-    purged: u64,
+    pub(crate) purged: u64,
 }
 
 /// Applies a change to the batches of one file (`live`: which rows delete files leave live,
 /// None when all are; `nulled`: for SetNull, its columns resolved in the current schema).
-fn apply_change(
+pub(crate) fn apply_change(
     batches: &[RecordBatch],
     live: Option<&[BooleanArray]>,
     predicate: &Predicate,

@@ -227,11 +227,77 @@ impl Tally<'_> {
     }
 }
 
+/// Scans the objects of `listing`: here ([`lethe_scan::scan_objects`]), or on `engine`'s tasks
+/// (the listing collected first: an engine cuts it into tasks). Either way `on_file` gets one
+/// report per object and the totals are the same.
+async fn scan_listed<R, I>(
+    engine: Option<&dyn lethe_scan::ScanEngine>,
+    (subjects, prefix, traces): (&[SubjectTraces], usize, &TraceSet),
+    listing: I,
+    open: &(dyn Fn(&lethe_scan::ObjectEntry) -> std::result::Result<R, String> + Sync),
+    on_file: &mut dyn FnMut(lethe_scan::FileReport),
+    progress: &dyn Fn(lethe_scan::Progress),
+) -> Result<ScanReport>
+where
+    R: parquet::file::reader::ChunkReader + 'static,
+    I: Iterator<Item = std::result::Result<lethe_scan::ObjectEntry, String>> + Send,
+{
+    let Some(engine) = engine else {
+        return Ok(tokio::task::block_in_place(|| {
+            lethe_scan::scan_objects(traces, listing, open, 0, on_file, progress)
+        })?);
+    };
+    let started = std::time::Instant::now();
+    let objects = tokio::task::block_in_place(|| {
+        listing.collect::<std::result::Result<Vec<_>, String>>()
+    })
+    .map_err(lethe_scan::Error::Listing)?;
+    let files_total = objects.len() as u64;
+    let bytes_total: u64 = objects.iter().map(|o| o.bytes).sum();
+    let reports = engine
+        .scan_objects(subjects, prefix, objects, &|_| {})
+        .await?;
+    let mut report = ScanReport {
+        files: Vec::new(),
+        files_read: 0,
+        bytes_read: 0,
+        unreadable: 0,
+        files_holding: 0,
+        hits: 0,
+        seconds: 0.0,
+    };
+    for f in reports {
+        if f.is_unreadable() {
+            report.unreadable += 1;
+        } else {
+            report.files_read += 1;
+            report.bytes_read += f.bytes;
+        }
+        if f.holds_traces() {
+            report.files_holding += 1;
+        }
+        report.hits += f.hits.len() as u64 + f.hits_omitted;
+        on_file(f);
+    }
+    progress(lethe_scan::Progress {
+        files_done: files_total,
+        files_total,
+        bytes_done: bytes_total,
+        bytes_total,
+    });
+    report.seconds = started.elapsed().as_secs_f64();
+    Ok(report)
+}
+
 /// Scans every file under the warehouse and the configured roots for the traces of `cases`.
 ///
 /// A local warehouse is walked as folders; an object-storage warehouse is listed through the
 /// store (streamed: memory doesn't grow with the number of objects), and on a versioned
 /// bucket every noncurrent version is read too — a deleted object's bytes survive there.
+///
+/// With a scan engine (`ws.engines.scan`) the warehouse's objects are read by the engine's
+/// tasks (object storage only: executors elsewhere share it, not this machine's folders); the
+/// configured local roots are still read here. The report is the same.
 pub async fn prove(
     ws: &Workspace,
     cases: &[CaseFile],
@@ -283,6 +349,11 @@ pub async fn prove(
     let (mut files_read, mut bytes_read, mut seconds) = (0u64, 0u64, 0f64);
     let mut versions = None;
     match ws.config.warehouse_location() {
+        WarehouseLocation::Local(_) if ws.engines.scan.is_some() => {
+            return Err(Error::invalid(
+                "the scan engine reads the warehouse through object storage its executors share: this warehouse is a local folder (use --engine local)",
+            ));
+        }
         WarehouseLocation::Local(dir) => local_roots.push(dir),
         WarehouseLocation::Object(root) => {
             roots.push(root.clone());
@@ -317,27 +388,27 @@ pub async fn prove(
                 f.map(|f| entry(f.location, None, f.size))
                     .map_err(|e| e.to_string())
             });
-            let report = tokio::task::block_in_place(|| {
-                lethe_scan::scan_objects(
-                    &traces,
-                    listing,
-                    &open,
-                    0,
-                    &mut |f| {
-                        let loc = f.path.display().to_string();
-                        tally.add(&f, &loc, false);
-                    },
-                    &|p| {
-                        if p.files_done % 200 == 0 {
-                            progress(&format!(
-                                "scanned {} objects, {} MiB",
-                                p.files_done,
-                                p.bytes_done >> 20
-                            ));
-                        }
-                    },
-                )
-            })?;
+            let engine = ws.engines.scan.as_deref();
+            let report = scan_listed(
+                engine,
+                (&subjects, prefix, &traces),
+                listing,
+                &open,
+                &mut |f| {
+                    let loc = f.path.display().to_string();
+                    tally.add(&f, &loc, false);
+                },
+                &|p| {
+                    if p.files_done % 200 == 0 {
+                        progress(&format!(
+                            "scanned {} objects, {} MiB",
+                            p.files_done,
+                            p.bytes_done >> 20
+                        ));
+                    }
+                },
+            )
+            .await?;
             files_read += report.files_read;
             bytes_read += report.bytes_read;
             seconds += report.seconds;
@@ -365,29 +436,28 @@ pub async fn prove(
                 });
             let mut read = 0u64;
             let mut holding = 0u64;
-            let report = tokio::task::block_in_place(|| {
-                lethe_scan::scan_objects(
-                    &traces,
-                    listing,
-                    &open,
-                    0,
-                    &mut |f| {
-                        let loc = f.path.display().to_string();
-                        let loc = loc.split("?versionId=").next().unwrap_or(&loc).to_string();
-                        if !f.is_unreadable() {
-                            read += 1;
-                        }
-                        if tally.add(&f, &loc, true) {
-                            holding += 1;
-                        }
-                    },
-                    &|p| {
-                        if p.files_done % 200 == 0 {
-                            progress(&format!("scanned {} noncurrent versions", p.files_done));
-                        }
-                    },
-                )
-            })?;
+            let report = scan_listed(
+                engine,
+                (&subjects, prefix, &traces),
+                listing,
+                &open,
+                &mut |f| {
+                    let loc = f.path.display().to_string();
+                    let loc = loc.split("?versionId=").next().unwrap_or(&loc).to_string();
+                    if !f.is_unreadable() {
+                        read += 1;
+                    }
+                    if tally.add(&f, &loc, true) {
+                        holding += 1;
+                    }
+                },
+                &|p| {
+                    if p.files_done % 200 == 0 {
+                        progress(&format!("scanned {} noncurrent versions", p.files_done));
+                    }
+                },
+            )
+            .await?;
             seconds += report.seconds;
             v.noncurrent_read = read;
             v.noncurrent_holding = holding;

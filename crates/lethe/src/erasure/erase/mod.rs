@@ -421,7 +421,8 @@ async fn run_step(
     match step.action {
         Action::Delete => {
             let spec = RowRewrite::delete(Predicate::is_in(column()?, step.values.clone()))
-                .with_summary("erasure-request", tag.to_string());
+                .with_summary("erasure-request", tag.to_string())
+                .with_engine(ws.engines.rewrite.clone());
             let r = rewrite_rows(&ws.warehouse, &name, &spec).await?;
             Ok((r.snapshot_id, Some(r.rows_matched)))
         }
@@ -434,7 +435,8 @@ async fn run_step(
                 Predicate::is_in(col, step.values.clone()),
                 step.erase_columns.clone(),
             )
-            .with_summary("erasure-request", tag.to_string());
+            .with_summary("erasure-request", tag.to_string())
+            .with_engine(ws.engines.rewrite.clone());
             let r = rewrite_rows(&ws.warehouse, &name, &spec).await?;
             Ok((r.snapshot_id, Some(r.rows_matched)))
         }

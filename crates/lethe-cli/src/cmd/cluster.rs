@@ -1,0 +1,158 @@
+//! `--engine` on the commands whose per-file work can run on a cluster, and the cluster's
+//! processes: `lethe scheduler` and `lethe executor` (a Ballista scheduler and executor with
+//! lethe's operators).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Args, ValueEnum};
+use lethe::config::EngineKind;
+use lethe::engine::Engines;
+use lethe::workspace::Workspace;
+use lethe_ballista::process::{ExecutorOptions, SchedulerOptions, run_executor, run_scheduler};
+use lethe_ballista::{BallistaEngine, EngineSettings};
+use lethe_iceberg::clock::parse_duration;
+
+/// Which engine runs the per-file work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EngineChoice {
+    /// This process.
+    Local,
+    /// A Ballista cluster (`lethe scheduler` and `lethe executor`s sharing the warehouse).
+    Ballista,
+}
+
+/// Where a command's per-file work runs.
+#[derive(Debug, Clone, Args)]
+pub struct EngineArgs {
+    /// Where the per-file work (reading and searching files, rewriting data files) runs:
+    /// `local` (this process) or `ballista` (tasks on a Ballista cluster whose executors
+    /// read and write the same warehouse). Default: lethe.toml's [engine] kind, else local.
+    #[arg(long, value_enum)]
+    pub engine: Option<EngineChoice>,
+    /// The Ballista scheduler, HOST:PORT (default: lethe.toml's [engine] scheduler).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub scheduler: Option<String>,
+}
+
+impl EngineArgs {
+    /// The engines for `ws`: the flags over lethe.toml's `[engine]`. Returns the Ballista
+    /// engine too, to report its jobs after the command.
+    pub fn engines(&self, ws: &Workspace) -> anyhow::Result<(Engines, Option<Arc<BallistaEngine>>)> {
+        let cfg = &ws.config.engine;
+        let kind = match self.engine {
+            Some(EngineChoice::Local) => EngineKind::Local,
+            Some(EngineChoice::Ballista) => EngineKind::Ballista,
+            None => cfg.kind,
+        };
+        if kind == EngineKind::Local {
+            return Ok((Engines::default(), None));
+        }
+        let Some(scheduler) = self.scheduler.clone().or_else(|| cfg.scheduler.clone()) else {
+            anyhow::bail!(
+                "--engine ballista needs the scheduler: pass --scheduler HOST:PORT or set scheduler in lethe.toml's [engine]"
+            );
+        };
+        let mut settings = EngineSettings::new(scheduler);
+        if let Some(m) = cfg.task_mib {
+            settings.task_bytes = m << 20;
+        }
+        if let Some(n) = cfg.task_objects {
+            settings.task_objects = n;
+        }
+        let engine = Arc::new(BallistaEngine::new(settings)?);
+        Ok((
+            Engines {
+                scan: Some(engine.clone()),
+                rewrite: Some(engine.clone()),
+            },
+            Some(engine),
+        ))
+    }
+}
+
+/// Prints what the cluster ran (one line per job, on stderr: counts and sizes only).
+pub fn report_jobs(engine: Option<&BallistaEngine>) {
+    let Some(engine) = engine else { return };
+    let jobs = engine.jobs();
+    for j in &jobs {
+        eprintln!(
+            "ballista: {}: {} tasks, {} files, {:.1} MiB ({:.2} MiB per task), plan {} KiB, {} submission(s), {:.2} s",
+            j.job,
+            j.tasks,
+            j.items,
+            j.bytes as f64 / 1048576.0,
+            j.bytes as f64 / 1048576.0 / j.tasks.max(1) as f64,
+            j.plan_bytes / 1024,
+            j.submissions,
+            j.seconds
+        );
+    }
+}
+
+/// Arguments of `lethe scheduler`.
+#[derive(Debug, Args)]
+pub struct SchedulerArgs {
+    /// Where to listen; executors and clients connect here.
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:50050")]
+    bind: SocketAddr,
+    /// An executor silent this long is lost and its tasks run again elsewhere.
+    #[arg(long, value_name = "DURATION", default_value = "10s")]
+    executor_timeout: String,
+    /// Attempts of one task before its job fails.
+    #[arg(long, default_value_t = 4)]
+    task_max_failures: usize,
+}
+
+/// Arguments of `lethe executor`.
+#[derive(Debug, Args)]
+pub struct ExecutorArgs {
+    /// The scheduler to join.
+    #[arg(long, value_name = "HOST:PORT")]
+    scheduler: SocketAddr,
+    /// The address to listen on and advertise (default: the scheduler's, for a cluster on
+    /// one host; give this machine's address otherwise).
+    #[arg(long, value_name = "IP")]
+    bind: Option<std::net::IpAddr>,
+    /// The port results are fetched from (default: a free one).
+    #[arg(long, default_value_t = 0)]
+    port: u16,
+    /// The port the scheduler sends tasks to (default: a free one).
+    #[arg(long, default_value_t = 0)]
+    grpc_port: u16,
+    /// Tasks run at once (default: one per core).
+    #[arg(long, default_value_t = 0)]
+    tasks: usize,
+    /// Where task results wait until fetched (default: a temporary folder, removed at exit).
+    #[arg(long, value_name = "DIR")]
+    work_dir: Option<PathBuf>,
+}
+
+/// `lethe scheduler`: runs until stopped.
+pub async fn scheduler(a: SchedulerArgs) -> anyhow::Result<ExitCode> {
+    let mut opts = SchedulerOptions::new(a.bind);
+    opts.executor_timeout = parse_duration(&a.executor_timeout)?
+        .to_std()
+        .map_err(|_| anyhow::anyhow!("--executor-timeout must be positive"))?;
+    opts.task_max_failures = a.task_max_failures;
+    eprintln!("lethe scheduler on {} (Ballista {})", a.bind, "53");
+    run_scheduler(opts).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `lethe executor`: runs until stopped.
+pub async fn executor(a: ExecutorArgs) -> anyhow::Result<ExitCode> {
+    let mut opts = ExecutorOptions::new(a.scheduler);
+    if let Some(b) = a.bind {
+        opts.bind = b;
+    }
+    opts.flight_port = a.port;
+    opts.grpc_port = a.grpc_port;
+    opts.concurrent_tasks = a.tasks;
+    opts.work_dir = a.work_dir;
+    eprintln!("lethe executor for scheduler {}", a.scheduler);
+    run_executor(opts).await?;
+    Ok(ExitCode::SUCCESS)
+}

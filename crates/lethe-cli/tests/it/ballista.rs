@@ -1,0 +1,389 @@
+//! Issue 19: the proof scan and batch rewrites as tasks on a Ballista cluster — the same
+//! hits and the same rows as the local engine, an executor killed mid-task, nothing about a
+//! subject in an executor's log.
+//!
+//! The shared cluster (a scheduler and two executors at debug log level) is started by
+//! scripts/test.sh through scripts/ballista.sh; the fault test starts one of its own.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use lethe_ballista::codec::LethePhysicalCodec;
+use lethe_ballista::exec::ProofScanExec;
+use lethe_ballista::wire::{ScanJob, StoreSpec, WireSubject, group_by_size};
+use lethe_ballista::{BallistaEngine, EngineSettings};
+use lethe_iceberg::ops::sweep::sweep;
+use lethe_scan::{FileReport, ScanOptions, TraceSet};
+
+
+#[path = "../../../lethe-scan/tests/it/fixtures.rs"]
+#[allow(dead_code, unused_imports, clippy::all)]
+mod canaries;
+
+/// The shared cluster's scheduler (`HOST:PORT`).
+fn scheduler() -> String {
+    std::env::var("LETHE_BALLISTA_SCHEDULER").unwrap_or_else(|_| {
+        panic!("LETHE_BALLISTA_SCHEDULER is not set: run the tests with `bash scripts/test.sh`, which starts a Ballista cluster (scripts/ballista.sh)")
+    })
+}
+
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/ballista.sh")
+}
+
+/// A cluster of the test's own, stopped when dropped.
+struct Cluster {
+    state: tempfile::TempDir,
+    scheduler: String,
+    executors: Vec<u32>,
+}
+
+impl Cluster {
+    fn start(executors: usize, env: &[(&str, &str)]) -> Cluster {
+        let state = tempfile::tempdir().unwrap();
+        let out = Command::new("bash")
+            .arg(script())
+            .args(["start", state.path().to_str().unwrap(), &executors.to_string()])
+            .env("LETHE_BIN", env!("CARGO_BIN_EXE_lethe"))
+            .env("LETHE_SERVICES_OWNER_PID", std::process::id().to_string())
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "ballista.sh start: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let env = std::fs::read_to_string(state.path().join("ballista.env")).unwrap();
+        let var = |name: &str| {
+            env.lines()
+                .find_map(|l| l.strip_prefix(&format!("export {name}=")))
+                .unwrap()
+                .trim_matches('"')
+                .to_string()
+        };
+        Cluster {
+            scheduler: var("LETHE_BALLISTA_SCHEDULER"),
+            executors: var("LETHE_BALLISTA_EXECUTOR_PIDS")
+                .split_whitespace()
+                .map(|p| p.parse().unwrap())
+                .collect(),
+            state,
+        }
+    }
+
+    fn log(&self, name: &str) -> String {
+        std::fs::read_to_string(self.state.path().join("ballista").join(name)).unwrap_or_default()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(script())
+            .args(["stop", self.state.path().to_str().unwrap()])
+            .status();
+    }
+}
+
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| !s.rsplit(") ").next().unwrap_or("").starts_with('Z'))
+        .unwrap_or(false)
+}
+
+/// A report as compared across engines (the scan's timing aside).
+fn comparable(r: &FileReport) -> String {
+    serde_json::to_string(r).unwrap()
+}
+
+#[test]
+fn jobs_travel_with_traces_cut_to_what_is_searched_and_display_counts_only() {
+    let subjects = canaries::subjects();
+    let job = ScanJob {
+        prefix_len: 15,
+        subjects: subjects.iter().map(|s| WireSubject::of(s, 15)).collect(),
+        store: StoreSpec::Local,
+        tasks: vec![Vec::new(), Vec::new()],
+    };
+    let plan: Arc<dyn datafusion::physical_plan::ExecutionPlan> = Arc::new(ProofScanExec::new(job));
+    let mut buf = Vec::new();
+    datafusion_proto::physical_plan::PhysicalExtensionCodec::try_encode(
+        &LethePhysicalCodec::default(),
+        plan.clone(),
+        &mut buf,
+    )
+    .unwrap();
+    // Whole values never travel (the payload is compressed: look at its decoded job).
+    let ctx = datafusion::execution::TaskContext::default();
+    let decoded = datafusion_proto::physical_plan::PhysicalExtensionCodec::try_decode(
+        &LethePhysicalCodec::default(),
+        &buf,
+        &[],
+        &ctx,
+    )
+    .unwrap();
+    let exec = decoded.as_any().downcast_ref::<ProofScanExec>().unwrap();
+    let json = serde_json::to_string(&exec.job().subjects).unwrap();
+    for c in canaries::CANARIES {
+        if let Some(v) = c.value {
+            if v.chars().count() > 15 {
+                assert!(!json.contains(v), "a whole value travels: {}", c.kind);
+            }
+            let prefix: String = v.chars().take(15).collect();
+            assert!(json.contains(&prefix.replace('"', "\\\"")), "{}", c.kind);
+        }
+    }
+    assert!(!json.contains("canary-0"), "labels stay on the client");
+    // What Ballista logs about a plan: counts.
+    let shown = format!(
+        "{} {:?}",
+        datafusion::physical_plan::displayable(decoded.as_ref()).indent(true),
+        decoded
+    );
+    assert!(shown.contains("subjects="), "{shown}");
+    for c in canaries::CANARIES {
+        if let Some(v) = c.value {
+            assert!(!shown.contains(&v[..v.len().min(8)]), "{shown}");
+        }
+    }
+    assert_eq!(
+        group_by_size(&[4, 4, 4, 20, 1], 10, 10),
+        vec![vec![0, 1], vec![2], vec![3], vec![4]]
+    );
+}
+
+/// The canary matrix (a canary in every place the scan looks, and the same files with
+/// neutral values) scanned locally and on the cluster: the same report for every file.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_canary_matrix_scans_the_same_on_the_cluster() {
+    let subjects = canaries::subjects();
+    let traces = TraceSet::new(&subjects, 15).unwrap();
+    let engine = BallistaEngine::new(EngineSettings {
+        // Small tasks: several per executor.
+        task_objects: 3,
+        ..EngineSettings::new(scheduler())
+    })
+    .unwrap();
+    for with_canaries in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, bytes) in (canaries::Builder {
+            canaries: with_canaries,
+        })
+        .files()
+        {
+            let p = dir.path().join(name);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, bytes).unwrap();
+        }
+        // A file that can't be read, and a link out of the roots: reported the same too.
+        std::fs::write(dir.path().join("data/broken.parquet"), b"PAR1garbagePAR1").unwrap();
+        std::os::unix::fs::symlink("/etc/hostname", dir.path().join("outside")).unwrap();
+        let options = ScanOptions {
+            roots: vec![dir.path().to_path_buf()],
+            values_only: vec![],
+            delete_files: HashSet::from([dir.path().join(canaries::EQ_DELETE)]),
+            threads: 2,
+        };
+        let local = lethe_scan::scan(&traces, &options, &|_| {}).unwrap();
+        let (objects, mut reports) = lethe_scan::plan_local(&options).unwrap();
+        assert!(objects.len() > 10);
+        reports.extend(engine.scan(&subjects, 15, objects).await.unwrap());
+        reports.sort_by(|a, b| a.path.cmp(&b.path));
+        let local: Vec<String> = local.files.iter().map(comparable).collect();
+        let cluster: Vec<String> = reports.iter().map(comparable).collect();
+        assert_eq!(local, cluster, "canaries: {with_canaries}");
+        assert_eq!(
+            local.iter().filter(|r| r.contains("\"hits\":[{")).count() > 0,
+            with_canaries
+        );
+    }
+    let jobs = engine.jobs();
+    assert_eq!(jobs.len(), 2);
+    assert!(jobs.iter().all(|j| j.tasks >= 5 && j.submissions == 1), "{jobs:?}");
+}
+
+/// Every table's rows of a warehouse, sorted (for comparing two).
+async fn contents(dir: &Path) -> BTreeMap<String, Vec<String>> {
+    let ws = lethe::workspace::Workspace::open(
+        &lethe::config::Config::load(&dir.join("lethe.toml")).unwrap(),
+    )
+    .unwrap();
+    crate::erase::contents(&ws).await
+}
+
+async fn unreferenced(dir: &Path) -> usize {
+    let ws = lethe::workspace::Workspace::open(
+        &lethe::config::Config::load(&dir.join("lethe.toml")).unwrap(),
+    )
+    .unwrap();
+    let mut n = 0;
+    for t in ws.warehouse.tables().await.unwrap() {
+        n += sweep(&ws.warehouse, &t, chrono::Duration::zero(), true, ws.clock.as_ref())
+            .await
+            .unwrap()
+            .unreferenced
+            .len();
+    }
+    n
+}
+
+/// The demo at `scale` in `dir` (seed 42: every build holds the same rows).
+async fn demo_at(dir: &Path, scale: u32) {
+    lethe_demo::platform::init(
+        &lethe_demo::platform::DemoOptions {
+            scale,
+            ..lethe_demo::platform::DemoOptions::new(dir.to_path_buf())
+        },
+        &|_| {},
+    )
+    .await
+    .unwrap();
+}
+
+fn batch_file(dir: &Path, n: usize) -> PathBuf {
+    let file = dir.join("batch.txt");
+    let text: String = (0..n)
+        .map(|i| format!("erasure-b{i:04} learner={}\n", 3590 + i * 7))
+        .collect();
+    std::fs::write(&file, text).unwrap();
+    file
+}
+
+fn lethe_at(dir: &Path, args: &[&str], env: &[(&str, &str)], code: i32) -> (String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_lethe"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("LETHE_CONFIG")
+        .env("LETHE_REGISTER_KEY", "0123456789abcdef0123456789abcdef")
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "lethe {args:?}\nstdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn erase_batch(dir: &Path, file: &Path, engine: &[&str]) -> String {
+    let mut args = vec![
+        "erase",
+        "--subjects-file",
+        file.to_str().unwrap(),
+        "--min-age",
+        "0",
+        "--json",
+    ];
+    args.extend_from_slice(engine);
+    lethe_at(dir, &args, &[], 0).1
+}
+
+/// `lethe scan --json` for `who`'s traces, minus the timing.
+fn scan_at(dir: &Path, who: &[&str], engine: &[&str], code: i32) -> serde_json::Value {
+    let mut args = vec!["scan", "--json"];
+    args.extend_from_slice(who);
+    args.extend_from_slice(engine);
+    let mut v: serde_json::Value = serde_json::from_str(&lethe_at(dir, &args, &[], code).0).unwrap();
+    v.as_object_mut().unwrap().remove("seconds");
+    v
+}
+
+fn steps_committed(dir: &Path) -> BTreeMap<String, usize> {
+    let ws = lethe::workspace::Workspace::open(
+        &lethe::config::Config::load(&dir.join("lethe.toml")).unwrap(),
+    )
+    .unwrap();
+    let j = lethe::erasure::erase::find_request(&ws, "erasure-b0000")
+        .unwrap()
+        .unwrap();
+    let mut out = BTreeMap::new();
+    for s in &j.steps {
+        if s.snapshot_id.is_some() {
+            *out.entry(s.table.clone()).or_default() += 1;
+        }
+    }
+    out
+}
+
+/// The Done-when of issue 19 on the scale-10 demo: `lethe scan --engine ballista` reports the
+/// local scan's hits; a 1,000-subject batch erased on the cluster leaves the same rows as the
+/// local engine, table by table, one commit per table, a COMPLETE attestation and no
+/// unreferenced file; the same with one executor killed mid-task (its tasks run again on the
+/// other); and the executors' debug logs hold no value of a subject.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_cluster_scans_and_erases_a_batch_as_the_local_engine_does() {
+    let root = tempfile::tempdir().unwrap();
+    let (local, remote, faulty) = (
+        root.path().join("local"),
+        root.path().join("remote"),
+        root.path().join("faulty"),
+    );
+    for d in [&local, &remote, &faulty] {
+        demo_at(d, 10).await;
+    }
+    let sched = scheduler();
+    let cluster = ["--engine", "ballista", "--scheduler", sched.as_str()];
+    let who = ["--subject", "learner=3590"];
+    let before = scan_at(&remote, &who, &[], 1);
+    assert!(before["files_holding"].as_u64().unwrap() > 0);
+    assert_eq!(before, scan_at(&remote, &who, &cluster, 1));
+
+    let file = batch_file(root.path(), 1000);
+    erase_batch(&local, &file, &[]);
+    let stderr = erase_batch(&remote, &file, &cluster);
+    assert!(stderr.contains("ballista: rewrite"), "{stderr}");
+    let expected = contents(&local).await;
+    assert_eq!(expected, contents(&remote).await, "the same rows, table by table");
+    assert_eq!(steps_committed(&local), steps_committed(&remote), "one commit per table");
+    assert!(steps_committed(&remote).values().all(|n| *n == 1));
+    assert_eq!(unreferenced(&remote).await, 0);
+    for r in ["erasure-b0000", "erasure-b0999"] {
+        let (out, _) = lethe_at(&remote, &["attest", "--request", r, "--json", "--keep-case-file"], &[], 0);
+        let a: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(a["status"], "COMPLETE", "{r}");
+    }
+    let req = ["--request", "erasure-b0000"];
+    assert_eq!(scan_at(&remote, &req, &[], 0), scan_at(&remote, &req, &cluster, 0));
+
+    // An executor killed mid-task: its tasks run again on the other one.
+    let own = Cluster::start(2, &[("LETHE_EXECUTOR1_FAILPOINTS", "executor-dies-mid-task=1*return")]);
+    let own_cluster = ["--engine", "ballista", "--scheduler", own.scheduler.as_str(), "-v"];
+    let stderr = erase_batch(&faulty, &file, &own_cluster);
+    assert!(!alive(own.executors[0]), "executor 1 died mid-task");
+    assert!(alive(own.executors[1]));
+    assert!(
+        own.log("executor-1.log").contains("Start to run task"),
+        "executor 1 took a task"
+    );
+    assert!(stderr.contains("a task attempt whose outcome was not used"), "{stderr}");
+    assert_eq!(expected, contents(&faulty).await, "identical results after the fault");
+    assert!(steps_committed(&faulty).values().all(|n| *n == 1));
+    assert_eq!(unreferenced(&faulty).await, 0, "no unreferenced file after the sweep");
+
+    // Nothing about a subject in the executors' (debug-level) logs.
+    let dir = PathBuf::from(std::env::var("LETHE_BALLISTA_DIR").unwrap());
+    let logs: String = (1..=2)
+        .map(|i| std::fs::read_to_string(dir.join(format!("executor-{i}.log"))).unwrap_or_default())
+        .collect();
+    assert!(logs.contains("Done with task"), "the executors ran tasks");
+    let ws = lethe::workspace::Workspace::open(
+        &lethe::config::Config::load(&remote.join("lethe.toml")).unwrap(),
+    )
+    .unwrap();
+    for r in ["erasure-b0000", "erasure-b0500", "erasure-b0999"] {
+        let case = lethe::erasure::case::read_case(&ws, r).unwrap();
+        for v in &case.values {
+            let prefix: String = v.value.chars().take(8).collect();
+            assert!(!logs.contains(&prefix), "an executor logged a {} value", v.kind);
+        }
+    }
+}

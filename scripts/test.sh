@@ -64,7 +64,7 @@ if [ "${LETHE_BALLISTA:-1}" = 1 ]; then
   else
     trap cleanup_ballista EXIT
   fi
-  LETHE_EXECUTOR_LOG="${LETHE_EXECUTOR_LOG:-debug}" LETHE_SERVICES_OWNER_PID=$$ \
+  LETHE_EXECUTOR_LOG="${LETHE_EXECUTOR_LOG:-info,ballista_executor=debug,ballista_core=debug,lethe_ballista=debug,lethe_iceberg=debug,lethe_scan=debug}" LETHE_SERVICES_OWNER_PID=$$ \
     bash scripts/ballista.sh start "$LETHE_BALLISTA_STATE" 2
   set -a
   # shellcheck disable=SC1091

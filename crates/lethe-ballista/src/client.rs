@@ -312,6 +312,13 @@ fn remove_job_files(store: &dyn FileStore, data: &str, job: &RewriteJob, keep: &
         }
     };
     for f in listed {
+        let f = match f {
+            Ok(f) => f,
+            Err(e) => {
+                tracing::warn!("listing {data} for the files of unfinished tasks failed: {e}");
+                return;
+            }
+        };
         if job.is_own_file(&f.location) && !keep.contains(&normalized(store, &f.location)) {
             match store.delete(&f.location) {
                 Ok(()) => tracing::info!("removed {} (a task attempt whose outcome was not used)", f.location),

@@ -45,10 +45,6 @@ fn properties(schema: SchemaRef, partitions: usize) -> Arc<PlanProperties> {
     ))
 }
 
-fn external(e: impl std::fmt::Display) -> DataFusionError {
-    DataFusionError::Execution(e.to_string())
-}
-
 /// Runs `work` on the blocking pool as the single batch of a stream.
 fn blocking_stream(
     schema: SchemaRef,

@@ -10,19 +10,34 @@ use std::fmt;
 use std::sync::Arc;
 
 use lethe_iceberg::ops::rewrite_tasks::RewriteJob;
+use lethe_iceberg::store::s3::{S3Settings, S3Store};
 use lethe_iceberg::store::{FileStore, LocalStore};
+use secrecy::SecretString;
 use lethe_scan::{IdTrace, IdValue, ObjectEntry, SubjectTraces, ValueTrace};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
 /// The store executors read and write: the same files the client's store names. Carries no
-/// credentials: an executor reaching object storage takes its own from its environment.
+/// credentials: an executor reaching object storage takes its own from its environment
+/// (`AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY`/`AWS_SESSION_TOKEN`, else the standard AWS
+/// chain).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind")]
 pub enum StoreSpec {
     /// The local file system (a folder every executor mounts at the same path).
     Local,
+    /// An S3 bucket (any S3-compatible service).
+    S3 {
+        /// The bucket.
+        bucket: String,
+        /// The endpoint (None: AWS for the region).
+        endpoint: Option<String>,
+        /// The region (None: the executor's `AWS_REGION`, else `us-east-1`).
+        region: Option<String>,
+        /// Path-style addressing.
+        path_style: bool,
+    },
 }
 
 impl StoreSpec {
@@ -30,6 +45,29 @@ impl StoreSpec {
     pub fn open(&self) -> Result<Arc<dyn FileStore>> {
         match self {
             StoreSpec::Local => Ok(Arc::new(LocalStore::new())),
+            StoreSpec::S3 {
+                bucket,
+                endpoint,
+                region,
+                path_style,
+            } => {
+                let env = |name: &str| {
+                    std::env::var(name)
+                        .ok()
+                        .filter(|v| !v.is_empty())
+                        .map(SecretString::from)
+                };
+                let settings = S3Settings {
+                    endpoint: endpoint.clone(),
+                    region: region.clone(),
+                    path_style: *path_style,
+                    access_key_id: env("AWS_ACCESS_KEY_ID"),
+                    secret_access_key: env("AWS_SECRET_ACCESS_KEY"),
+                    session_token: env("AWS_SESSION_TOKEN"),
+                    ..S3Settings::default()
+                };
+                Ok(Arc::new(S3Store::new(bucket, settings)?))
+            }
         }
     }
 }

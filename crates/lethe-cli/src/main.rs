@@ -141,17 +141,21 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    let cli = Cli::parse();
     // `lethe tables | head` should end quietly, as Unix tools do, not panic on a closed pipe.
+    // The cluster's servers keep SIGPIPE ignored: a peer that closes a connection must not
+    // kill them.
     #[cfg(unix)]
-    // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    if !matches!(cli.command, Command::Scheduler(_) | Command::Executor(_)) {
+        // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
     }
     // Tests stop lethe at named failpoints through the FAILPOINTS variable (only in builds with
     // the `failpoints` feature).
     #[cfg(feature = "failpoints")]
     let _failpoints = fail::FailScenario::setup();
-    let cli = Cli::parse();
     let filter = match cli.verbose {
         0 => "warn",
         1 => "info,datafusion=warn,iceberg=warn",

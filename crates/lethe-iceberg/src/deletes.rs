@@ -507,13 +507,8 @@ impl<'a> DeleteReader<'a> {
         Ok(out)
     }
 
-    /// Positions (in the table's current schema) and Arrow types of an equality delete
-    /// file's columns.
-    fn equality_columns(&self, f: &TrackedFile) -> Result<(Vec<i32>, Vec<usize>)> {
-        let df = &f.entry.data_file;
-        self.equality_columns_of(df.file_path(), &df.equality_ids().unwrap_or_default())
-    }
-
+    /// Positions (in the table's current schema) and Arrow types of the columns of equality
+    /// delete file `path`, which compares field ids `ids`.
     fn equality_columns_of(&self, path: &str, ids: &[i32]) -> Result<(Vec<i32>, Vec<usize>)> {
         if ids.is_empty() {
             return Err(Error::invalid(format!(
@@ -523,7 +518,7 @@ impl<'a> DeleteReader<'a> {
         }
         let fields = self.schema.as_struct().fields();
         let mut cols = Vec::with_capacity(ids.len());
-        for id in &ids {
+        for id in ids {
             let Some(pos) = fields.iter().position(|f| f.id == *id) else {
                 return Err(Error::Unsupported {
                     table: self.table.name.to_string(),

@@ -8,10 +8,11 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Args, ValueEnum};
-use lethe::config::EngineKind;
+use lethe::config::{EngineKind, WarehouseLocation};
 use lethe::engine::Engines;
 use lethe::workspace::Workspace;
 use lethe_ballista::process::{ExecutorOptions, SchedulerOptions, run_executor, run_scheduler};
+use lethe_ballista::wire::StoreSpec;
 use lethe_ballista::{BallistaEngine, EngineSettings};
 use lethe_iceberg::clock::parse_duration;
 
@@ -25,7 +26,7 @@ pub enum EngineChoice {
 }
 
 /// Where a command's per-file work runs.
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, Default, Args)]
 pub struct EngineArgs {
     /// Where the per-file work (reading and searching files, rewriting data files) runs:
     /// `local` (this process) or `ballista` (tasks on a Ballista cluster whose executors
@@ -56,6 +57,18 @@ impl EngineArgs {
             );
         };
         let mut settings = EngineSettings::new(scheduler);
+        settings.store = match ws.config.warehouse_location() {
+            WarehouseLocation::Local(_) => StoreSpec::Local,
+            WarehouseLocation::Object(root) => {
+                let st = &ws.config.storage;
+                StoreSpec::S3 {
+                    bucket: lethe_iceberg::store::s3::bucket_of(&root)?,
+                    endpoint: st.endpoint.clone(),
+                    region: st.region.clone(),
+                    path_style: st.path_style.unwrap_or(false),
+                }
+            }
+        };
         if let Some(m) = cfg.task_mib {
             settings.task_bytes = m << 20;
         }

@@ -379,6 +379,7 @@ impl EraseArgs {
             accept_incomplete: false,
             day: None,
             json: false,
+            engine: Default::default(),
         }
     }
 }

@@ -554,6 +554,7 @@ impl ScanArgs {
             subject: None,
             traces: None,
             json: false,
+            engine: Default::default(),
         }
     }
 }

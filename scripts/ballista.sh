@@ -15,7 +15,8 @@
 #
 # The `lethe` binary: LETHE_BIN, else CARGO_TARGET_DIR/debug/lethe (build it first, e.g. with
 # `cargo test --workspace --features lethe-cli/failpoints --no-run`, as scripts/test.sh does).
-# LETHE_EXECUTOR_LOG (default info) is the executors' log filter; the tests run them at debug
+# LETHE_EXECUTOR_LOG (default info) is the executors' log filter (the registration line, at info,
+# is what start waits for, so it is always kept); the tests run them at debug
 # and check that their logs hold nothing about a subject. LETHE_EXECUTOR_TASKS (default 2):
 # tasks each executor runs at once. LETHE_EXECUTOR1_FAILPOINTS: FAILPOINTS for the first
 # executor only (a failpoints build; the fault test makes it die mid-task).
@@ -99,7 +100,7 @@ start_all() {
   for i in $(seq "$n"); do
     mkdir -p "$dir/executor-$i"
     fp=; [ "$i" = 1 ] && fp=${LETHE_EXECUTOR1_FAILPOINTS:-}
-    FAILPOINTS="$fp" LETHE_LOG="${LETHE_EXECUTOR_LOG:-info}" setsid "$bin" executor --scheduler "127.0.0.1:$port" \
+    FAILPOINTS="$fp" LETHE_LOG="${LETHE_EXECUTOR_LOG:-info},ballista_executor::executor_server=info" setsid "$bin" executor --scheduler "127.0.0.1:$port" \
       --tasks "${LETHE_EXECUTOR_TASKS:-2}" --work-dir "$dir/executor-$i/work" \
       >"$dir/executor-$i.log" 2>&1 </dev/null &
     echo $! >"$dir/executor-$i.pid"

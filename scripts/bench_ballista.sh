@@ -95,7 +95,7 @@ for scale in $scales; do
   for engine in local 1 2; do
     flags=()
     if [ "$engine" != local ]; then
-      LETHE_BIN=$lethe LETHE_EXECUTOR_LOG=warn LETHE_EXECUTOR_TASKS=2 LETHE_SERVICES_OWNER_PID=$$ \
+      LETHE_BIN=$lethe LETHE_EXECUTOR_LOG=info LETHE_EXECUTOR_TASKS=2 LETHE_SERVICES_OWNER_PID=$$ \
         bash "$here/ballista.sh" start "$state/cluster" "$engine" >&2
       sched=$(grep LETHE_BALLISTA_SCHEDULER= "$state/cluster/ballista.env" | sed -E 's/.*=//')
       flags=(--engine ballista --scheduler "$sched")

@@ -23,6 +23,7 @@ use std::time::Instant;
 use async_trait::async_trait;
 use ballista_core::extension::{SessionConfigExt, SessionStateExt};
 use datafusion::arrow::array::RecordBatch;
+use datafusion::error::Result as DfResult;
 use datafusion::execution::SessionStateBuilder;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::{SessionConfig, SessionContext};
@@ -37,7 +38,8 @@ use crate::exec::{ProofScanExec, RewriteFilesExec, rewrite_outcomes, scan_report
 use crate::wire::{RewriteWork, ScanJob, StoreSpec, WireSubject, group_by_size};
 
 /// How the client reaches the cluster and cuts work into tasks. Defaults: tasks of at most
-/// 64 MiB or 256 objects for the scan, one data file per rewrite task, two resubmissions.
+/// 64 MiB or 256 objects for the scan, one data file per rewrite task, two resubmissions, an
+/// empty job every 3 s while a job runs.
 #[derive(Debug, Clone)]
 pub struct EngineSettings {
     /// The scheduler, `HOST:PORT` (or `http://HOST:PORT`).
@@ -52,6 +54,9 @@ pub struct EngineSettings {
     pub rewrite_files_per_task: usize,
     /// Times a job that failed on the cluster's side is submitted again.
     pub retries: u32,
+    /// While a job runs, an empty job is submitted this often (see
+    /// [`BallistaEngine::collect_nudging`]); default 3 s.
+    pub revive_every: std::time::Duration,
 }
 
 impl EngineSettings {
@@ -64,6 +69,7 @@ impl EngineSettings {
             task_objects: 256,
             rewrite_files_per_task: 1,
             retries: 2,
+            revive_every: std::time::Duration::from_secs(3),
         }
     }
 
@@ -165,7 +171,7 @@ impl BallistaEngine {
             stats.submissions = attempt + 1;
             let ctx = self.context(job_name)?;
             let df = ctx.read_table(Arc::new(WorkTable::new(plan.clone())))?;
-            match df.collect().await {
+            match self.collect_nudging(df).await {
                 Ok(batches) => {
                     stats.seconds = started.elapsed().as_secs_f64();
                     if let Ok(mut j) = self.jobs.lock() {
@@ -177,6 +183,43 @@ impl BallistaEngine {
             }
         }
         Err(last.unwrap_or_else(|| Error::Cluster("no attempt was made".into())))
+    }
+
+    /// Collects `df`'s rows, submitting an empty job every [`EngineSettings::revive_every`]
+    /// while it runs. Ballista 53's scheduler (push-staged) resets the tasks of an executor it
+    /// declares lost but schedules them again only on its next event — a task status, a job
+    /// submitted (`ExecutorLost` in `query_stage_scheduler.rs` posts no `ReviveOffers`) — so
+    /// without another event a job whose other tasks are done would wait forever; the empty
+    /// job is that event.
+    async fn collect_nudging(&self, df: datafusion::dataframe::DataFrame) -> DfResult<Vec<RecordBatch>> {
+        let collect = df.collect();
+        tokio::pin!(collect);
+        let mut tick = tokio::time::interval(self.settings.revive_every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.tick().await;
+        loop {
+            tokio::select! {
+                r = &mut collect => return r,
+                _ = tick.tick() => {
+                    let empty = ProofScanExec::new(ScanJob {
+                        prefix_len: 1,
+                        subjects: Vec::new(),
+                        store: StoreSpec::Local,
+                        tasks: Vec::new(),
+                    });
+                    let nudged = match self.context("lethe revive") {
+                        Ok(ctx) => match ctx.read_table(Arc::new(WorkTable::new(Arc::new(empty)))) {
+                            Ok(d) => d.collect().await.map(|_| ()),
+                            Err(e) => Err(e),
+                        },
+                        Err(e) => Err(e.into()),
+                    };
+                    if let Err(e) = nudged {
+                        tracing::debug!("the empty job to revive the scheduler failed: {e}");
+                    }
+                }
+            }
+        }
     }
 
     /// The proof scan of `objects` on the cluster; one report per object, in order.

@@ -451,7 +451,8 @@ async fn the_cluster_scans_and_erases_a_batch_as_the_local_engine_does() {
     for r in ["erasure-b0000", "erasure-b0999"] {
         let (out, _) = lethe_at(&remote, &["attest", "--request", r, "--json", "--keep-case-file"], &[], 0);
         let a: serde_json::Value = serde_json::from_str(&out).unwrap();
-        assert_eq!(a["status"], "COMPLETE", "{r}");
+        assert_eq!(a["verdict"]["logical"], "COMPLETE", "{r}: {a:#}");
+        assert_eq!(a["verdict"]["physical"], "COMPLETE", "{r}: {a:#}");
     }
     let req = ["--request", "erasure-b0000"];
     assert_eq!(scan_at(&remote, &req, &[], 0), scan_at(&remote, &req, &cluster, 0));
@@ -470,6 +471,9 @@ async fn the_cluster_scans_and_erases_a_batch_as_the_local_engine_does() {
     assert_eq!(expected, contents(&faulty).await, "identical results after the fault");
     assert!(steps_committed(&faulty).values().all(|n| *n == 1));
     assert_eq!(unreferenced(&faulty).await, 0, "no unreferenced file after the sweep");
+    let (out, _) = lethe_at(&faulty, &["attest", "--request", "erasure-b0500", "--json"], &[], 0);
+    let a: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(a["verdict"]["physical"], "COMPLETE", "{a:#}");
 
     // Nothing about a subject in the executors' (debug-level) logs.
     let dir = PathBuf::from(std::env::var("LETHE_BALLISTA_DIR").unwrap());

@@ -163,7 +163,9 @@ impl BallistaEngine {
             if attempt > 0 {
                 tracing::warn!(
                     "{job_name}: the cluster failed ({}); submitting again ({attempt} of {})",
-                    last.as_ref().map(|e: &Error| e.to_string()).unwrap_or_default(),
+                    last.as_ref()
+                        .map(|e: &Error| e.to_string())
+                        .unwrap_or_default(),
                     self.settings.retries
                 );
                 between();
@@ -191,7 +193,10 @@ impl BallistaEngine {
     /// submitted (`ExecutorLost` in `query_stage_scheduler.rs` posts no `ReviveOffers`) — so
     /// without another event a job whose other tasks are done would wait forever; the empty
     /// job is that event.
-    async fn collect_nudging(&self, df: datafusion::dataframe::DataFrame) -> DfResult<Vec<RecordBatch>> {
+    async fn collect_nudging(
+        &self,
+        df: datafusion::dataframe::DataFrame,
+    ) -> DfResult<Vec<RecordBatch>> {
         let collect = df.collect();
         tokio::pin!(collect);
         let mut tick = tokio::time::interval(self.settings.revive_every);
@@ -259,7 +264,9 @@ impl BallistaEngine {
             submissions: 0,
             seconds: 0.0,
         };
-        let batches = self.run("lethe scan", Arc::new(plan), stats, &|| ()).await?;
+        let batches = self
+            .run("lethe scan", Arc::new(plan), stats, &|| ())
+            .await?;
         let reports = scan_reports(&batches)?;
         if reports.len() != n || reports.iter().enumerate().any(|(i, (o, _))| *o != i as u64) {
             return Err(Error::Cluster(format!(
@@ -271,7 +278,11 @@ impl BallistaEngine {
     }
 
     /// The per-file work of `job` on the cluster; one outcome per task, in order.
-    pub async fn rewrite(&self, job: &RewriteJob, store: &dyn FileStore) -> Result<Vec<FileOutcome>> {
+    pub async fn rewrite(
+        &self,
+        job: &RewriteJob,
+        store: &dyn FileStore,
+    ) -> Result<Vec<FileOutcome>> {
         let prepared = job.prepare()?;
         if job.tasks.is_empty() {
             return Ok(Vec::new());
@@ -299,7 +310,12 @@ impl BallistaEngine {
         };
         let name = format!("lethe rewrite {}", job.table);
         let batches = match self
-            .run(&name, Arc::new(plan), stats, &|| remove_own(&HashSet::new()))
+            .run(
+                &name,
+                Arc::new(plan),
+                stats,
+                &|| remove_own(&HashSet::new()),
+            )
             .await
         {
             Ok(b) => b,
@@ -364,7 +380,10 @@ fn remove_job_files(store: &dyn FileStore, data: &str, job: &RewriteJob, keep: &
         };
         if job.is_own_file(&f.location) && !keep.contains(&normalized(store, &f.location)) {
             match store.delete(&f.location) {
-                Ok(()) => tracing::info!("removed {} (a task attempt whose outcome was not used)", f.location),
+                Ok(()) => tracing::info!(
+                    "removed {} (a task attempt whose outcome was not used)",
+                    f.location
+                ),
                 Err(e) => tracing::warn!("could not remove {}: {e}; the sweep will", f.location),
             }
         }

@@ -31,7 +31,9 @@ use datafusion::physical_plan::{
     SendableRecordBatchStream,
 };
 use lethe_iceberg::ops::rewrite_tasks::{FileOutcome, FileState, PreparedRewrite};
-use lethe_scan::{FileFormat, FileReport, FileStatus, Hit, ObjectEntry, Place, TraceKind, TraceSet};
+use lethe_scan::{
+    FileFormat, FileReport, FileStatus, Hit, ObjectEntry, Place, TraceKind, TraceSet,
+};
 
 use crate::error::{Error, Result};
 use crate::wire::{RewriteWork, ScanJob};
@@ -489,8 +491,11 @@ fn rewrite_task(
         StringBuilder::new(),
         StringBuilder::new(),
     );
-    let (mut matched, mut purged, mut kept) =
-        (UInt64Builder::new(), UInt64Builder::new(), UInt64Builder::new());
+    let (mut matched, mut purged, mut kept) = (
+        UInt64Builder::new(),
+        UInt64Builder::new(),
+        UInt64Builder::new(),
+    );
     let (mut added, mut attempts) = (StringBuilder::new(), StringBuilder::new());
     for &i in work.tasks.get(partition).into_iter().flatten() {
         let o: FileOutcome = prepared.run(store.as_ref(), i, &attempt)?;

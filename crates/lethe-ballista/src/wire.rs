@@ -12,8 +12,8 @@ use std::sync::Arc;
 use lethe_iceberg::ops::rewrite_tasks::RewriteJob;
 use lethe_iceberg::store::s3::{S3Settings, S3Store};
 use lethe_iceberg::store::{FileStore, LocalStore};
-use secrecy::SecretString;
 use lethe_scan::{IdTrace, IdValue, ObjectEntry, SubjectTraces, ValueTrace};
+use secrecy::SecretString;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};

@@ -270,7 +270,11 @@ impl DeleteIndex {
     }
 
     /// The delete files that apply to data file `data`, by reference.
-    pub fn refs_for_data_file(&self, data: &TrackedFile, store: &dyn FileStore) -> Vec<DeleteFileRef> {
+    pub fn refs_for_data_file(
+        &self,
+        data: &TrackedFile,
+        store: &dyn FileStore,
+    ) -> Vec<DeleteFileRef> {
         self.for_data_file(data, store)
             .into_iter()
             .filter_map(|i| DeleteFileRef::of(&self.deletes[i]))
@@ -542,7 +546,10 @@ impl<'a> DeleteReader<'a> {
         self.equality_rows_at(f.entry.data_file.file_path())
     }
 
-    fn equality_rows_at(&self, path: &str) -> Result<(SchemaRef, Vec<RecordBatch>, Vec<RecordBatch>)> {
+    fn equality_rows_at(
+        &self,
+        path: &str,
+    ) -> Result<(SchemaRef, Vec<RecordBatch>, Vec<RecordBatch>)> {
         let (schema, raw) = read_raw(self.store, path)?;
         let projected = project_batches(&schema, &raw, &self.schema, path, true)?;
         Ok((schema, raw, projected))
@@ -1254,4 +1261,3 @@ mod tests {
         assert_eq!(path_key("s3://b/t/a.parquet"), "s3://b/t/a.parquet");
     }
 }
-

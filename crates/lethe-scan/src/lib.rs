@@ -55,11 +55,11 @@ mod grams;
 mod report;
 mod traces;
 
+pub use engine::ScanEngine;
 pub use report::{
     FileFormat, FileReport, FileStatus, Hit, MAX_HITS_PER_FILE, Place, Progress, ScanReport,
     TraceKind,
 };
-pub use engine::ScanEngine;
 pub use traces::{IdTrace, IdValue, SubjectTraces, TraceSet, ValueTrace};
 
 use dispatch::Ctx;

@@ -682,12 +682,15 @@ mod tests {
     #[test]
     fn engine_section_is_checked_with_its_line() {
         let dir = tempfile::tempdir().unwrap();
-        let base = "[catalog]\nkind = \"sql\"\nname = \"x\"\nuri = \"sqlite:c.db\"\nwarehouse = \"w\"\n";
+        let base =
+            "[catalog]\nkind = \"sql\"\nname = \"x\"\nuri = \"sqlite:c.db\"\nwarehouse = \"w\"\n";
         let c = Config::load(&write(dir.path(), base)).unwrap();
         assert_eq!(c.engine, EngineConfig::default());
         let f = write(
             dir.path(),
-            &format!("{base}[engine]\nkind = \"ballista\"\nscheduler = \"127.0.0.1:50050\"\ntask_mib = 8\n"),
+            &format!(
+                "{base}[engine]\nkind = \"ballista\"\nscheduler = \"127.0.0.1:50050\"\ntask_mib = 8\n"
+            ),
         );
         let c = Config::load(&f).unwrap();
         assert_eq!(c.engine.kind, EngineKind::Ballista);
@@ -695,10 +698,19 @@ mod tests {
         assert_eq!(c.engine.task_mib, Some(8));
         let f = write(dir.path(), &format!("{base}[engine]\nkind = \"spark\"\n"));
         let e = Config::load(&f).unwrap_err().to_string();
-        assert!(e.contains("lethe.toml:7: engine.kind: unknown engine `spark`"), "{e}");
-        let f = write(dir.path(), &format!("{base}[engine]\nkind = \"ballista\"\n"));
+        assert!(
+            e.contains("lethe.toml:7: engine.kind: unknown engine `spark`"),
+            "{e}"
+        );
+        let f = write(
+            dir.path(),
+            &format!("{base}[engine]\nkind = \"ballista\"\n"),
+        );
         let e = Config::load(&f).unwrap_err().to_string();
-        assert!(e.contains("lethe.toml:7: engine.kind: the ballista engine needs its scheduler"), "{e}");
+        assert!(
+            e.contains("lethe.toml:7: engine.kind: the ballista engine needs its scheduler"),
+            "{e}"
+        );
         let f = write(dir.path(), &format!("{base}[engine]\nschedulr = \"x\"\n"));
         assert!(Config::load(&f).is_err());
     }

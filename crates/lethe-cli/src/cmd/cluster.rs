@@ -41,7 +41,10 @@ pub struct EngineArgs {
 impl EngineArgs {
     /// The engines for `ws`: the flags over lethe.toml's `[engine]`. Returns the Ballista
     /// engine too, to report its jobs after the command.
-    pub fn engines(&self, ws: &Workspace) -> anyhow::Result<(Engines, Option<Arc<BallistaEngine>>)> {
+    pub fn engines(
+        &self,
+        ws: &Workspace,
+    ) -> anyhow::Result<(Engines, Option<Arc<BallistaEngine>>)> {
         let cfg = &ws.config.engine;
         let kind = match self.engine {
             Some(EngineChoice::Local) => EngineKind::Local,

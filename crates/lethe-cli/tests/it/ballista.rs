@@ -50,7 +50,11 @@ impl Cluster {
         let state = tempfile::tempdir().unwrap();
         let out = Command::new("bash")
             .arg(script())
-            .args(["start", state.path().to_str().unwrap(), &executors.to_string()])
+            .args([
+                "start",
+                state.path().to_str().unwrap(),
+                &executors.to_string(),
+            ])
             .env("LETHE_BIN", env!("CARGO_BIN_EXE_lethe"))
             .env("LETHE_SERVICES_OWNER_PID", std::process::id().to_string())
             .envs(env.iter().copied())
@@ -207,7 +211,11 @@ async fn the_canary_matrix_scans_the_same_on_the_cluster() {
     })
     .unwrap();
     for with_canaries in [true, false] {
-        let root = format!("s3://{}/ballista-canaries-{}", env("LETHE_S3_BUCKET"), suffix());
+        let root = format!(
+            "s3://{}/ballista-canaries-{}",
+            env("LETHE_S3_BUCKET"),
+            suffix()
+        );
         let mut files = (canaries::Builder {
             canaries: with_canaries,
         })
@@ -236,7 +244,11 @@ async fn the_canary_matrix_scans_the_same_on_the_cluster() {
             })
             .collect();
         assert_eq!(listed.len(), files.len());
-        let open = |e: &ObjectEntry| store.open_listed(&e.location, e.bytes).map_err(|e| e.to_string());
+        let open = |e: &ObjectEntry| {
+            store
+                .open_listed(&e.location, e.bytes)
+                .map_err(|e| e.to_string())
+        };
         let mut local: Vec<FileReport> = Vec::new();
         tokio::task::block_in_place(|| {
             lethe_scan::scan_objects(
@@ -266,7 +278,10 @@ async fn the_canary_matrix_scans_the_same_on_the_cluster() {
     }
     let jobs = engine.jobs();
     assert_eq!(jobs.len(), 2);
-    assert!(jobs.iter().all(|j| j.tasks >= 5 && j.submissions == 1), "{jobs:?}");
+    assert!(
+        jobs.iter().all(|j| j.tasks >= 5 && j.submissions == 1),
+        "{jobs:?}"
+    );
 }
 
 /// Every table's rows of a warehouse, sorted (for comparing two).
@@ -285,10 +300,16 @@ async fn unreferenced(dir: &Path) -> usize {
     .unwrap();
     let mut n = 0;
     for t in ws.warehouse.tables().await.unwrap() {
-        n += sweep(&ws.warehouse, &t, chrono::Duration::zero(), true, ws.clock.as_ref())
-            .await
-            .unwrap()
-            .unreferenced_count;
+        n += sweep(
+            &ws.warehouse,
+            &t,
+            chrono::Duration::zero(),
+            true,
+            ws.clock.as_ref(),
+        )
+        .await
+        .unwrap()
+        .unreferenced_count;
     }
     n
 }
@@ -335,7 +356,11 @@ fn demo_at(root: &Path, name: &str, id: &str, scale: u32) -> PathBuf {
     let toml = root.join(name).join("lethe.toml");
     let text = std::fs::read_to_string(&toml).unwrap();
     assert!(text.contains("[catalog]\n"), "{text}");
-    let text = text.replacen("[catalog]\n", "[catalog]\npassword_env = \"LETHE_PG_PASSWORD\"\n", 1);
+    let text = text.replacen(
+        "[catalog]\n",
+        "[catalog]\npassword_env = \"LETHE_PG_PASSWORD\"\n",
+        1,
+    );
     std::fs::write(&toml, text).unwrap();
     root.join(name)
 }
@@ -391,7 +416,8 @@ fn scan_at(dir: &Path, who: &[&str], engine: &[&str], code: i32) -> serde_json::
     let mut args = vec!["scan", "--json"];
     args.extend_from_slice(who);
     args.extend_from_slice(engine);
-    let mut v: serde_json::Value = serde_json::from_str(&lethe_at(dir, &args, &[], code).0).unwrap();
+    let mut v: serde_json::Value =
+        serde_json::from_str(&lethe_at(dir, &args, &[], code).0).unwrap();
     let o = v.as_object_mut().unwrap();
     o.remove("seconds");
     // Hits arrive in the order files finish (threads here, tasks there): compare them sorted.
@@ -444,22 +470,50 @@ async fn the_cluster_scans_and_erases_a_batch_as_the_local_engine_does() {
     let stderr = erase_batch(&remote, &file, &cluster);
     assert!(stderr.contains("ballista: rewrite"), "{stderr}");
     let expected = contents(&local).await;
-    assert_eq!(expected, contents(&remote).await, "the same rows, table by table");
-    assert_eq!(steps_committed(&local), steps_committed(&remote), "one commit per table");
+    assert_eq!(
+        expected,
+        contents(&remote).await,
+        "the same rows, table by table"
+    );
+    assert_eq!(
+        steps_committed(&local),
+        steps_committed(&remote),
+        "one commit per table"
+    );
     assert!(steps_committed(&remote).values().all(|n| *n == 1));
     assert_eq!(unreferenced(&remote).await, 0);
     for r in ["erasure-b0000", "erasure-b0999"] {
-        let (out, _) = lethe_at(&remote, &["attest", "--request", r, "--json", "--keep-case-file"], &[], 0);
+        let (out, _) = lethe_at(
+            &remote,
+            &["attest", "--request", r, "--json", "--keep-case-file"],
+            &[],
+            0,
+        );
         let a: serde_json::Value = serde_json::from_str(&out).unwrap();
         assert_eq!(a["verdict"]["logical"], "COMPLETE", "{r}: {a:#}");
         assert_eq!(a["verdict"]["physical"], "COMPLETE", "{r}: {a:#}");
     }
     let req = ["--request", "erasure-b0000"];
-    assert_eq!(scan_at(&remote, &req, &[], 0), scan_at(&remote, &req, &cluster, 0));
+    assert_eq!(
+        scan_at(&remote, &req, &[], 0),
+        scan_at(&remote, &req, &cluster, 0)
+    );
 
     // An executor killed mid-task: its tasks run again on the other one.
-    let own = Cluster::start(2, &[("LETHE_EXECUTOR1_FAILPOINTS", "executor-dies-mid-task=1*return")]);
-    let own_cluster = ["--engine", "ballista", "--scheduler", own.scheduler.as_str(), "-v"];
+    let own = Cluster::start(
+        2,
+        &[(
+            "LETHE_EXECUTOR1_FAILPOINTS",
+            "executor-dies-mid-task=1*return",
+        )],
+    );
+    let own_cluster = [
+        "--engine",
+        "ballista",
+        "--scheduler",
+        own.scheduler.as_str(),
+        "-v",
+    ];
     let stderr = erase_batch(&faulty, &file, &own_cluster);
     assert!(!alive(own.executors[0]), "executor 1 died mid-task");
     assert!(alive(own.executors[1]));
@@ -467,11 +521,27 @@ async fn the_cluster_scans_and_erases_a_batch_as_the_local_engine_does() {
         own.log("executor-1.log").contains("Start to run task"),
         "executor 1 took a task"
     );
-    assert!(stderr.contains("a task attempt whose outcome was not used"), "{stderr}");
-    assert_eq!(expected, contents(&faulty).await, "identical results after the fault");
+    assert!(
+        stderr.contains("a task attempt whose outcome was not used"),
+        "{stderr}"
+    );
+    assert_eq!(
+        expected,
+        contents(&faulty).await,
+        "identical results after the fault"
+    );
     assert!(steps_committed(&faulty).values().all(|n| *n == 1));
-    assert_eq!(unreferenced(&faulty).await, 0, "no unreferenced file after the sweep");
-    let (out, _) = lethe_at(&faulty, &["attest", "--request", "erasure-b0500", "--json"], &[], 0);
+    assert_eq!(
+        unreferenced(&faulty).await,
+        0,
+        "no unreferenced file after the sweep"
+    );
+    let (out, _) = lethe_at(
+        &faulty,
+        &["attest", "--request", "erasure-b0500", "--json"],
+        &[],
+        0,
+    );
     let a: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(a["verdict"]["physical"], "COMPLETE", "{a:#}");
 
@@ -489,7 +559,11 @@ async fn the_cluster_scans_and_erases_a_batch_as_the_local_engine_does() {
         let case = lethe::erasure::case::read_case(&ws, r).unwrap();
         for v in &case.values {
             let prefix: String = v.value.chars().take(8).collect();
-            assert!(!logs.contains(&prefix), "an executor logged a {} value", v.kind);
+            assert!(
+                !logs.contains(&prefix),
+                "an executor logged a {} value",
+                v.kind
+            );
         }
     }
 }

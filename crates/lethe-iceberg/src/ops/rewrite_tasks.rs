@@ -51,8 +51,11 @@ pub trait RewriteEngine: Send + Sync + fmt::Debug {
     /// `job.tasks`. Errors when any task can't be completed; then files its tasks wrote are
     /// removed where the engine can (through `store`, the caller's view of the table's
     /// store), and are unreferenced (swept) otherwise. Never commits.
-    async fn rewrite_files(&self, job: &RewriteJob, store: &dyn FileStore)
-    -> Result<Vec<FileOutcome>>;
+    async fn rewrite_files(
+        &self,
+        job: &RewriteJob,
+        store: &dyn FileStore,
+    ) -> Result<Vec<FileOutcome>>;
 }
 
 /// The per-file work of one table's rewrite, as plain data.
@@ -160,14 +163,20 @@ impl RewriteJob {
 
     /// Parses and checks the job once, for running its tasks (or reading their outcomes).
     pub fn prepare(&self) -> Result<PreparedRewrite> {
-        let metadata = parse_metadata(&format!("the job of {}", self.table), self.metadata.as_bytes())?;
+        let metadata = parse_metadata(
+            &format!("the job of {}", self.table),
+            self.metadata.as_bytes(),
+        )?;
         let name = TableName::parse(&self.table)?;
         let schema = metadata.current_schema().clone();
         let mut nulled = Vec::new();
         if let RowChange::SetNull(cols) = &self.change {
             for c in cols {
                 nulled.push(nested::resolve(&schema, c).map_err(|e| {
-                    Error::invalid(format!("table `{}` has no column `{c}` to erase: {e}", self.table))
+                    Error::invalid(format!(
+                        "table `{}` has no column `{c}` to erase: {e}",
+                        self.table
+                    ))
                 })?);
             }
         }
@@ -226,7 +235,10 @@ impl PreparedRewrite {
     /// removed.
     pub fn run(&self, store: &dyn FileStore, task: usize, attempt: &str) -> Result<FileOutcome> {
         let t = self.job.tasks.get(task).ok_or_else(|| {
-            Error::Internal(format!("task {task} of a job with {} tasks", self.job.tasks.len()))
+            Error::Internal(format!(
+                "task {task} of a job with {} tasks",
+                self.job.tasks.len()
+            ))
         })?;
         let schema = self.table.metadata.current_schema().clone();
         let batches = read_data_file(store, &t.data_file, &schema)?;

@@ -248,10 +248,9 @@ where
         })?);
     };
     let started = std::time::Instant::now();
-    let objects = tokio::task::block_in_place(|| {
-        listing.collect::<std::result::Result<Vec<_>, String>>()
-    })
-    .map_err(lethe_scan::Error::Listing)?;
+    let objects =
+        tokio::task::block_in_place(|| listing.collect::<std::result::Result<Vec<_>, String>>())
+            .map_err(lethe_scan::Error::Listing)?;
     let files_total = objects.len() as u64;
     let bytes_total: u64 = objects.iter().map(|o| o.bytes).sum();
     let reports = engine

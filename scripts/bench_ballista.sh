@@ -75,7 +75,7 @@ executor_rss() {
 }
 
 {
-echo "| scale | engine | scan wall, client RSS | scan job (tasks, files, MiB, MiB/task) | scan, 1 object per task | overhead per task | erase 1,000 wall, client RSS | rewrite jobs (tasks, MiB) | executor peak RSS |"
+echo "| scale | engine | scan wall, client RSS | scan job (tasks, files, MiB, MiB/task) | scan, 1 object per task | overhead per task | erase 1,000 wall, client RSS | rewrite jobs (tasks, MiB, time in jobs) | executor peak RSS |"
 echo "|---|---|---|---|---|---|---|---|---|"
 } >"$state/table.md"
 
@@ -100,7 +100,12 @@ for scale in $scales; do
       sched=$(grep LETHE_BALLISTA_SCHEDULER= "$state/cluster/ballista.env" | sed -E 's/.*=//')
       flags=(--engine ballista --scheduler "$sched")
     fi
+    # Scan tasks of at most 32 objects (the default, 256 objects or 64 MiB, makes one task of
+    # a scale-10 warehouse).
+    cp "$state/lethe.toml.$scale" "$demo/lethe.toml"
+    printf '\n[engine]\ntask_objects = 32\n' >>"$demo/lethe.toml"
     read -r sw sr < <(run "scan-$scale-$engine" "$lethe" scan --subject learner=3590 "${flags[@]}")
+    cp "$state/lethe.toml.$scale" "$demo/lethe.toml"
     sjob=$(jobline "scan-$scale-$engine" scan)
     s1=- ; ov=-
     if [ "$engine" != local ]; then
@@ -121,9 +126,9 @@ for i in range(1000):
     print(f"erasure-{k}{i:04d} learner={1 + (k * 1000 + i) * step}")
 EOF
     read -r ew er < <(run "erase-$scale-$engine" "$lethe" erase --subjects-file "$state/batch.txt" --min-age 0 "${flags[@]}")
-    rjobs=$(grep -E "^ballista: rewrite" "$state/erase-$scale-$engine.err" |
-      sed -E 's/^ballista: rewrite ([^:]*): ([0-9]+) tasks, [0-9]+ files, ([0-9.]+) MiB.*/\1 \2 \3/' |
-      awk '{t+=$2; m+=$3; n++} END {if (n) printf "%d jobs, %d tasks, %.1f MiB", n, t, m; else print "-"}')
+    rjobs=$({ grep -E "^ballista: rewrite" "$state/erase-$scale-$engine.err" || true; } |
+      sed -E 's/^ballista: rewrite ([^:]*): ([0-9]+) tasks, [0-9]+ files, ([0-9.]+) MiB.*, ([0-9.]+) s$/\1 \2 \3 \4/' |
+      awk '{t+=$2; m+=$3; s+=$4; n++} END {if (n) printf "%d jobs, %d tasks, %.1f MiB, %.2f s in jobs", n, t, m, s; else print "-"}')
     xr=-
     if [ "$engine" != local ]; then
       xr="$(executor_rss) MB"

@@ -153,7 +153,7 @@ pub async fn scheduler(a: SchedulerArgs) -> anyhow::Result<ExitCode> {
         .to_std()
         .map_err(|_| anyhow::anyhow!("--executor-timeout must be positive"))?;
     opts.task_max_failures = a.task_max_failures;
-    eprintln!("lethe scheduler on {} (Ballista {})", a.bind, "53");
+    eprintln!("lethe scheduler on {} (Ballista 53)", a.bind);
     run_scheduler(opts).await?;
     Ok(ExitCode::SUCCESS)
 }

@@ -192,7 +192,16 @@ impl ExecutionPlan for ProofScanExec {
 fn scan_task(job: &ScanJob, traces: &TraceSet, partition: usize) -> Result<RecordBatch> {
     let store = job.store.open()?;
     let first: usize = job.tasks.iter().take(partition).map(Vec::len).sum();
-    let open = |e: &ObjectEntry| store.open(&e.location).map_err(|e| e.to_string());
+    // As the client's scan opens them: a listed object by its listed size, a noncurrent
+    // version by its id.
+    let open = |e: &ObjectEntry| match &e.version {
+        Some(v) => store
+            .open_version(&e.location, v)
+            .map_err(|e| e.to_string()),
+        None => store
+            .open_listed(&e.location, e.bytes)
+            .map_err(|e| e.to_string()),
+    };
     let mut rows = ScanRows::default();
     for (i, entry) in job.tasks.get(partition).into_iter().flatten().enumerate() {
         let report = lethe_scan::scan_object(traces, entry, &open);

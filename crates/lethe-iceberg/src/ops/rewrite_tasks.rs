@@ -272,7 +272,17 @@ impl PreparedRewrite {
         };
         let mut writer = TableWriter::new(store, &self.table.metadata, options)?
             .with_run(format!("{}-{task:05}-{attempt}", self.job.run));
-        let written: Result<()> = out.kept.iter().try_for_each(|b| writer.write(b));
+        // A sorted table keeps its order: the file's rows sorted by it (as the local rewrite
+        // writes them, in a file of their own), the order's id recorded.
+        let sort = crate::sort::TableSort::of(&self.table.metadata)?;
+        let kept_batches = match &sort {
+            Some(s) => {
+                writer = writer.with_sort_order_id(s.order_id());
+                s.sort(&out.kept, 65_536)?
+            }
+            None => out.kept,
+        };
+        let written: Result<()> = kept_batches.iter().try_for_each(|b| writer.write(b));
         let locations = writer.locations();
         let added = written.and_then(|()| writer.finish());
         let added = match added {

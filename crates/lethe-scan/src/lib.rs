@@ -217,7 +217,7 @@ pub fn scan(
         }
     }
     let mut report = ScanReport {
-        files,
+        files: Vec::new(),
         files_read: 0,
         bytes_read: 0,
         unreadable: 0,
@@ -225,18 +225,10 @@ pub fn scan(
         hits: 0,
         seconds: 0.0,
     };
-    for f in &report.files {
-        if f.is_unreadable() {
-            report.unreadable += 1;
-        } else {
-            report.files_read += 1;
-            report.bytes_read += f.bytes;
-        }
-        if f.holds_traces() {
-            report.files_holding += 1;
-        }
-        report.hits += f.hits.len() as u64 + f.hits_omitted;
+    for f in &files {
+        report.count(f);
     }
+    report.files = files;
     report.seconds = started.elapsed().as_secs_f64();
     Ok(report)
 }
@@ -349,16 +341,7 @@ where
             done.bytes_done += bytes;
             done.files_total = done.files_done;
             done.bytes_total = done.bytes_done;
-            if f.is_unreadable() {
-                report.unreadable += 1;
-            } else {
-                report.files_read += 1;
-                report.bytes_read += f.bytes;
-            }
-            if f.holds_traces() {
-                report.files_holding += 1;
-            }
-            report.hits += f.hits.len() as u64 + f.hits_omitted;
+            report.count(&f);
             on_file(f);
             progress(done);
         }

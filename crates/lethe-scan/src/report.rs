@@ -186,6 +186,21 @@ pub struct ScanReport {
 }
 
 impl ScanReport {
+    /// Add one file's outcome to the totals (files read or unreadable, bytes, files holding
+    /// traces, hits); the file itself is not stored.
+    pub fn count(&mut self, f: &FileReport) {
+        if f.is_unreadable() {
+            self.unreadable += 1;
+        } else {
+            self.files_read += 1;
+            self.bytes_read += f.bytes;
+        }
+        if f.holds_traces() {
+            self.files_holding += 1;
+        }
+        self.hits += f.hits.len() as u64 + f.hits_omitted;
+    }
+
     /// True when every file was read and none holds a trace.
     pub fn is_clean(&self) -> bool {
         self.unreadable == 0 && self.files_holding == 0

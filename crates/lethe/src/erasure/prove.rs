@@ -266,16 +266,7 @@ where
         seconds: 0.0,
     };
     for f in reports {
-        if f.is_unreadable() {
-            report.unreadable += 1;
-        } else {
-            report.files_read += 1;
-            report.bytes_read += f.bytes;
-        }
-        if f.holds_traces() {
-            report.files_holding += 1;
-        }
-        report.hits += f.hits.len() as u64 + f.hits_omitted;
+        report.count(&f);
         on_file(f);
     }
     progress(lethe_scan::Progress {

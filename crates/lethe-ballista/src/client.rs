@@ -33,6 +33,9 @@ use lethe_scan::{FileReport, ObjectEntry, Progress, ScanEngine, SubjectTraces};
 use serde::Serialize;
 
 use crate::codec::{LetheLogicalCodec, LethePhysicalCodec, WorkTable};
+use crate::query::{SnapshotTable, TableWork};
+use datafusion::catalog::{MemorySchemaProvider, SchemaProvider};
+use lethe_iceberg::ops::query_tasks::{QueryEngine, QueryOutcome, SnapshotFiles};
 use crate::error::{Error, Result};
 use crate::exec::{ProofScanExec, RewriteFilesExec, rewrite_outcomes, scan_reports};
 use crate::wire::{RewriteWork, ScanJob, StoreSpec, WireSubject, group_by_size};
@@ -154,9 +157,29 @@ impl BallistaEngine {
         &self,
         job_name: &str,
         plan: Arc<dyn ExecutionPlan>,
-        mut stats: JobStats,
+        stats: JobStats,
         between: &(dyn Fn() + Sync),
     ) -> Result<Vec<RecordBatch>> {
+        self.run_df(job_name, stats, between, |ctx| {
+            let plan = plan.clone();
+            async move { Ok(ctx.read_table(Arc::new(WorkTable::new(plan)))?) }
+        })
+        .await
+    }
+
+    /// Runs the DataFrame `make` builds in a fresh session on the cluster (resubmitting after
+    /// a cluster-side failure) and returns every partition's rows.
+    async fn run_df<F, Fut>(
+        &self,
+        job_name: &str,
+        mut stats: JobStats,
+        between: &(dyn Fn() + Sync),
+        make: F,
+    ) -> Result<Vec<RecordBatch>>
+    where
+        F: Fn(SessionContext) -> Fut,
+        Fut: std::future::Future<Output = Result<datafusion::dataframe::DataFrame>>,
+    {
         let started = Instant::now();
         let mut last = None;
         for attempt in 0..=self.settings.retries {
@@ -171,8 +194,7 @@ impl BallistaEngine {
                 between();
             }
             stats.submissions = attempt + 1;
-            let ctx = self.context(job_name)?;
-            let df = ctx.read_table(Arc::new(WorkTable::new(plan.clone())))?;
+            let df = make(self.context(job_name)?).await?;
             match self.collect_nudging(df).await {
                 Ok(batches) => {
                     stats.seconds = started.elapsed().as_secs_f64();
@@ -354,6 +376,79 @@ impl BallistaEngine {
     }
 }
 
+impl BallistaEngine {
+    /// Registers `tables` in `ctx` as `namespace.name`, each read as its snapshot's files in
+    /// tasks of one file.
+    fn register(&self, ctx: &SessionContext, tables: &[SnapshotFiles]) -> Result<()> {
+        let catalog = ctx
+            .catalog("datafusion")
+            .ok_or_else(|| Error::Invalid("DataFusion has no default catalog".into()))?;
+        for t in tables {
+            let name = lethe_iceberg::catalog::TableName::parse(&t.table)?;
+            let ns = name.namespace_str();
+            let schema = match catalog.schema(&ns) {
+                Some(s) => s,
+                None => {
+                    let s: Arc<dyn SchemaProvider> = Arc::new(MemorySchemaProvider::new());
+                    catalog.register_schema(&ns, s.clone())?;
+                    s
+                }
+            };
+            let work = TableWork {
+                files: t.clone(),
+                store: self.settings.store.clone(),
+                tasks: (0..t.files.len()).map(|i| vec![i]).collect(),
+            };
+            schema.register_table(name.name.clone(), Arc::new(SnapshotTable::new(work)?))?;
+        }
+        Ok(())
+    }
+
+    /// `sql` over `tables` on the cluster; declined when its plan can't be sent (a function
+    /// or an operator the scheduler's codec doesn't know).
+    pub async fn query(
+        &self,
+        name: &str,
+        sql: &str,
+        tables: &[SnapshotFiles],
+    ) -> Result<QueryOutcome> {
+        let job_name = format!("lethe pipeline {name}");
+        let ctx = self.context(&job_name)?;
+        self.register(&ctx, tables)?;
+        let df = ctx.sql(sql).await?;
+        let plan_bytes = match datafusion_proto::bytes::logical_plan_to_bytes_with_extension_codec(
+            df.logical_plan(),
+            &LetheLogicalCodec::default(),
+        ) {
+            Ok(b) => b.len(),
+            Err(e) => {
+                return Ok(QueryOutcome::Declined(format!(
+                    "its plan can't be sent to the cluster ({e})"
+                )));
+            }
+        };
+        let stats = JobStats {
+            job: format!("pipeline {name}"),
+            tasks: tables.iter().map(|t| t.files.len().max(1)).sum(),
+            items: tables.iter().map(|t| t.files.len()).sum(),
+            bytes: tables
+                .iter()
+                .flat_map(|t| t.files.iter().map(|f| f.bytes))
+                .sum(),
+            plan_bytes,
+            submissions: 0,
+            seconds: 0.0,
+        };
+        let batches = self
+            .run_df(&job_name, stats, &|| (), |ctx| async move {
+                self.register(&ctx, tables)?;
+                Ok(ctx.sql(sql).await?)
+            })
+            .await?;
+        Ok(QueryOutcome::Rows(batches))
+    }
+}
+
 fn normalized(store: &dyn FileStore, location: &str) -> String {
     store
         .normalize(location)
@@ -436,5 +531,21 @@ impl RewriteEngine for BallistaEngine {
         store: &dyn FileStore,
     ) -> lethe_iceberg::Result<Vec<FileOutcome>> {
         Ok(self.rewrite(job, store).await?)
+    }
+}
+
+#[async_trait]
+impl QueryEngine for BallistaEngine {
+    fn name(&self) -> &str {
+        "ballista"
+    }
+
+    async fn query(
+        &self,
+        name: &str,
+        sql: &str,
+        tables: &[SnapshotFiles],
+    ) -> lethe_iceberg::Result<QueryOutcome> {
+        Ok(BallistaEngine::query(self, name, sql, tables).await?)
     }
 }

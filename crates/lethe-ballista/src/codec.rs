@@ -24,7 +24,8 @@ use datafusion_proto::logical_plan::LogicalExtensionCodec;
 use datafusion_proto::physical_plan::PhysicalExtensionCodec;
 
 use crate::exec::{ProofScanExec, RewriteFilesExec};
-use crate::wire::{REWRITE_MAGIC, SCAN_MAGIC, decode, encode};
+use crate::query::{ScanWire, SnapshotScanExec, SnapshotTable, TableWork};
+use crate::wire::{REWRITE_MAGIC, SCAN_MAGIC, TABLE_MAGIC, TABLE_SCAN_MAGIC, decode, encode};
 
 /// A table whose scan is one of lethe's operators: how a job enters a Ballista plan.
 #[derive(Debug, Clone)]
@@ -80,6 +81,9 @@ pub(crate) fn encode_plan(plan: &dyn ExecutionPlan, buf: &mut Vec<u8>) -> Option
     if let Some(p) = any.downcast_ref::<RewriteFilesExec>() {
         return Some(encode(REWRITE_MAGIC, p.work(), buf).map_err(Into::into));
     }
+    if let Some(p) = any.downcast_ref::<SnapshotScanExec>() {
+        return Some(encode(TABLE_SCAN_MAGIC, &p.wire(), buf).map_err(Into::into));
+    }
     None
 }
 
@@ -93,6 +97,13 @@ fn decode_plan(buf: &[u8]) -> Option<DfResult<Arc<dyn ExecutionPlan>>> {
     if let Some(work) = decode(REWRITE_MAGIC, buf) {
         return Some(
             work.map(|w| Arc::new(RewriteFilesExec::new(w)) as Arc<dyn ExecutionPlan>)
+                .map_err(Into::into),
+        );
+    }
+    if let Some(wire) = decode::<ScanWire>(TABLE_SCAN_MAGIC, buf) {
+        return Some(
+            wire.and_then(SnapshotScanExec::from_wire)
+                .map(|p| Arc::new(p) as Arc<dyn ExecutionPlan>)
                 .map_err(Into::into),
         );
     }
@@ -126,12 +137,14 @@ impl LogicalExtensionCodec for LetheLogicalCodec {
         schema: SchemaRef,
         ctx: &TaskContext,
     ) -> DfResult<Arc<dyn TableProvider>> {
-        match decode_plan(buf) {
-            Some(plan) => Ok(Arc::new(WorkTable::new(plan?))),
-            None => self
-                .inner
-                .try_decode_table_provider(buf, table_ref, schema, ctx),
+        if let Some(plan) = decode_plan(buf) {
+            return Ok(Arc::new(WorkTable::new(plan?)));
         }
+        if let Some(work) = decode::<TableWork>(TABLE_MAGIC, buf) {
+            return Ok(Arc::new(SnapshotTable::new(work?)?));
+        }
+        self.inner
+            .try_decode_table_provider(buf, table_ref, schema, ctx)
     }
 
     fn try_encode_table_provider(
@@ -144,6 +157,9 @@ impl LogicalExtensionCodec for LetheLogicalCodec {
             && let Some(r) = encode_plan(t.plan.as_ref(), buf)
         {
             return r;
+        }
+        if let Some(t) = node.as_any().downcast_ref::<SnapshotTable>() {
+            return encode(TABLE_MAGIC, t.work(), buf).map_err(Into::into);
         }
         self.inner.try_encode_table_provider(table_ref, node, buf)
     }

@@ -9,6 +9,8 @@
 //!   [`exec::RewriteFilesExec`] (read a data file with its delete files applied, drop the
 //!   selected rows or null the erased columns, write the new file with lethe's metrics,
 //!   emit its metadata);
+//! - [`query`]: SQL on the cluster — [`query::SnapshotTable`], a table read as its current
+//!   snapshot's data files, and its scan [`query::SnapshotScanExec`] (a pipeline's query);
 //! - [`codec`]: the logical and physical extension codecs that carry them through the
 //!   scheduler to executors, and [`codec::WorkTable`], the table a job enters a plan as;
 //! - [`wire`]: the jobs as plain data, with the traces in the form the search needs;
@@ -29,6 +31,7 @@ pub mod codec;
 pub mod error;
 pub mod exec;
 pub mod process;
+pub mod query;
 pub mod wire;
 
 pub use client::{BallistaEngine, EngineSettings, JobStats};

@@ -192,6 +192,8 @@ impl fmt::Debug for RewriteWork {
 /// Magic prefixes of the codec's payloads.
 pub(crate) const SCAN_MAGIC: &[u8] = b"lethe-scan/1\0";
 pub(crate) const REWRITE_MAGIC: &[u8] = b"lethe-rewrite/1\0";
+pub(crate) const TABLE_MAGIC: &[u8] = b"lethe-table/1\0";
+pub(crate) const TABLE_SCAN_MAGIC: &[u8] = b"lethe-table-scan/1\0";
 
 /// `magic` + zstd(JSON of `value`).
 pub(crate) fn encode<T: Serialize>(magic: &[u8], value: &T, buf: &mut Vec<u8>) -> Result<()> {

@@ -169,6 +169,8 @@ pub struct PipelineRun {
     pub snapshot_id: Option<i64>,
     /// The lineage event written.
     pub lineage_file: PathBuf,
+    /// Where the query ran: `local`, or the engine's name (`ballista`).
+    pub engine: String,
 }
 
 /// The DataFusion provider lethe reads `table` through (pipelines and the enforced query
@@ -283,7 +285,15 @@ pub async fn run_with(
             .map_err(|e| fail(e.to_string()))?;
         (restricted, df)
     };
-    let batches = df.collect().await.map_err(|e| fail(e.to_string()))?;
+    let schema: arrow::datatypes::SchemaRef = Arc::new(df.schema().as_arrow().clone());
+    let (batches, engine) =
+        match rows_on_engine(ws, p, &lineage.tables, !restrictions.is_empty(), &schema).await? {
+            Some(on_engine) => on_engine,
+            None => (
+                df.collect().await.map_err(|e| fail(e.to_string()))?,
+                "local".to_string(),
+            ),
+        };
     let rows: u64 = batches.iter().map(|b| b.num_rows() as u64).sum();
     let wh = &ws.warehouse;
     if !wh.catalog.table_exists(&p.target).await? {
@@ -348,7 +358,65 @@ pub async fn run_with(
         rows,
         snapshot_id,
         lineage_file,
+        engine,
     })
+}
+
+/// The pipeline's rows computed on the workspace's query engine (`[engine]`, `--engine`), or
+/// None when the query runs in this process: without an engine, or when the run isn't
+/// natural on it — a restriction in force (its views are applied here), a warehouse in a
+/// local folder (the engine's workers don't see it), an input table whose current snapshot
+/// isn't just its data files (delete files, format v3), or SQL the engine can't take. Each
+/// such case is logged at info with its reason. The rows come back in the schema the local
+/// plan gives (`schema`); the caller writes and commits them as for a local run.
+async fn rows_on_engine(
+    ws: &Workspace,
+    p: &Pipeline,
+    tables: &[String],
+    restricted: bool,
+    schema: &arrow::datatypes::SchemaRef,
+) -> Result<Option<(Vec<RecordBatch>, String)>> {
+    use lethe_iceberg::ops::query_tasks::{QueryOutcome, SnapshotFiles};
+    let Some(engine) = ws.engines.query.as_ref() else {
+        return Ok(None);
+    };
+    let here = |why: String| {
+        tracing::info!(
+            "pipeline {} runs in this process, not on {}: {why}",
+            p.name,
+            engine.name()
+        );
+        Ok(None)
+    };
+    if restricted {
+        return here("a restriction is in force (its views are applied here)".into());
+    }
+    if let crate::config::WarehouseLocation::Local(_) = ws.config.warehouse_location() {
+        return here("the warehouse is a local folder".into());
+    }
+    let mut inputs = Vec::new();
+    for t in tables {
+        let name = TableName::parse(t)?;
+        let table = ws.warehouse.load(&name).await?;
+        match SnapshotFiles::of(&ws.warehouse, &table).await? {
+            Ok(files) => inputs.push(files),
+            Err(why) => return here(why),
+        }
+    }
+    match engine.query(&p.name, &p.sql, &inputs).await? {
+        QueryOutcome::Declined(why) => here(why),
+        QueryOutcome::Rows(batches) => {
+            let batches = batches
+                .into_iter()
+                .map(|b| RecordBatch::try_new(schema.clone(), b.columns().to_vec()))
+                .collect::<std::result::Result<Vec<_>, _>>()
+                .map_err(|e| Error::Pipeline {
+                    pipeline: p.name.clone(),
+                    message: format!("the rows {} returned: {e}", engine.name()),
+                })?;
+            Ok(Some((batches, engine.name().to_string())))
+        }
+    }
 }
 
 async fn df_schema_of(

@@ -28,9 +28,10 @@ pub enum EngineChoice {
 /// Where a command's per-file work runs.
 #[derive(Debug, Clone, Default, Args)]
 pub struct EngineArgs {
-    /// Where the per-file work (reading and searching files, rewriting data files) runs:
-    /// `local` (this process) or `ballista` (tasks on a Ballista cluster whose executors
-    /// read and write the same warehouse). Default: lethe.toml's [engine] kind, else local.
+    /// Where the per-file work (reading and searching files, rewriting data files, a
+    /// pipeline's SQL) runs: `local` (this process) or `ballista` (tasks on a Ballista cluster
+    /// whose executors read and write the same warehouse). Default: lethe.toml's [engine]
+    /// kind, else local.
     #[arg(long, value_enum)]
     pub engine: Option<EngineChoice>,
     /// The Ballista scheduler, HOST:PORT (default: lethe.toml's [engine] scheduler).
@@ -83,6 +84,7 @@ impl EngineArgs {
             Engines {
                 scan: Some(engine.clone()),
                 rewrite: Some(engine.clone()),
+                query: Some(engine.clone()),
             },
             Some(engine),
         ))

@@ -16,6 +16,14 @@ pub enum PipelineCommand {
     /// table's contents in one snapshot, and the run's column lineage (from the logical plan)
     /// is written to lineage/ as an OpenLineage RunEvent. A failing pipeline leaves its target
     /// as it was.
+    ///
+    /// With `--engine ballista` the query runs on the cluster: each table it reads is the
+    /// Parquet files of its current snapshot, read by the executors; the rows come back here,
+    /// where they are written and committed, and the lineage is recorded as for a local run.
+    /// A pipeline runs in this process instead (logged with -v, shown in the `engine` column)
+    /// while a restriction is in force, when the warehouse is a local folder, when an input
+    /// table's current snapshot has delete files or is format v3, or when its plan can't be
+    /// sent to the cluster.
     Run {
         /// The pipeline's name (its file name without .sql).
         name: Option<String>,
@@ -25,13 +33,15 @@ pub enum PipelineCommand {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        engine: super::cluster::EngineArgs,
     },
     /// List the pipelines and their targets.
     List,
 }
 
 pub async fn run(c: PipelineCommand, config: Option<&Path>) -> anyhow::Result<ExitCode> {
-    let ws = super::workspace(config)?;
+    let mut ws = super::workspace(config)?;
     let dir = ws.config.paths.pipelines.clone();
     match c {
         PipelineCommand::List => {
@@ -42,7 +52,14 @@ pub async fn run(c: PipelineCommand, config: Option<&Path>) -> anyhow::Result<Ex
             print!("{}", out::table(&["pipeline", "target", "consent"], &rows));
             Ok(ExitCode::SUCCESS)
         }
-        PipelineCommand::Run { name, all, json } => {
+        PipelineCommand::Run {
+            name,
+            all,
+            json,
+            engine,
+        } => {
+            let (engines, cluster) = engine.engines(&ws)?;
+            ws = ws.with_engines(engines);
             let pipelines = match (name, all) {
                 (Some(n), _) => vec![Pipeline::find(&dir, &n)?],
                 (None, true) => Pipeline::load_all(&dir)?,
@@ -57,6 +74,7 @@ pub async fn run(c: PipelineCommand, config: Option<&Path>) -> anyhow::Result<Ex
                 }
                 runs.push(run_pipeline(&ws, p).await?);
             }
+            super::cluster::report_jobs(cluster.as_deref());
             if json {
                 out::json(&runs)?;
             } else {
@@ -69,6 +87,7 @@ pub async fn run(c: PipelineCommand, config: Option<&Path>) -> anyhow::Result<Ex
                             r.target.clone(),
                             out::count(r.rows),
                             r.snapshot_id.map_or("-".into(), |s| s.to_string()),
+                            r.engine.clone(),
                             r.lineage_file.display().to_string(),
                         ]
                     })
@@ -76,7 +95,7 @@ pub async fn run(c: PipelineCommand, config: Option<&Path>) -> anyhow::Result<Ex
                 print!(
                     "{}",
                     out::table(
-                        &["pipeline", "target", "rows", "snapshot", "lineage event"],
+                        &["pipeline", "target", "rows", "snapshot", "engine", "lineage event"],
                         &rows
                     )
                 );

@@ -469,11 +469,18 @@ async fn the_cluster_scans_and_erases_a_batch_as_the_local_engine_does() {
     erase_batch(&local, &file, &[]);
     let stderr = erase_batch(&remote, &file, &cluster);
     assert!(stderr.contains("ballista: rewrite"), "{stderr}");
+    // The RECOMPUTE steps' pipelines ran their SQL on the cluster too.
+    assert!(stderr.contains("ballista: pipeline"), "{stderr}");
     let expected = contents(&local).await;
     assert_eq!(
         expected,
         contents(&remote).await,
-        "the same rows, table by table"
+        "the same rows, table by table (the derived tables included)"
+    );
+    assert_eq!(
+        lineage_of(&local),
+        lineage_of(&remote),
+        "the same column lineage"
     );
     assert_eq!(
         steps_committed(&local),
@@ -498,6 +505,7 @@ async fn the_cluster_scans_and_erases_a_batch_as_the_local_engine_does() {
         scan_at(&remote, &req, &[], 0),
         scan_at(&remote, &req, &cluster, 0)
     );
+    pipelines_run_on_the_cluster(&local, &remote, &cluster).await;
 
     // An executor killed mid-task: its tasks run again on the other one.
     let own = Cluster::start(
@@ -566,4 +574,81 @@ async fn the_cluster_scans_and_erases_a_batch_as_the_local_engine_does() {
             );
         }
     }
+}
+
+/// The lineage events in `dir`'s lineage/ folder, each without what differs between runs
+/// (run id, time), sorted.
+fn lineage_of(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir.join("lineage")).unwrap() {
+        let path = e.unwrap().path();
+        let mut v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let o = v.as_object_mut().unwrap();
+        o.remove("eventTime");
+        o.remove("run");
+        out.push(v.to_string());
+    }
+    out.sort();
+    assert!(!out.is_empty(), "no lineage event in {}", dir.display());
+    out
+}
+
+/// Issue 19 item 4: `lethe pipeline run --engine ballista` computes every pipeline on the
+/// cluster (inputs read as their current snapshots' files) with the local engine's rows and
+/// lineage; an input snapshot with delete files runs in this process, saying why.
+async fn pipelines_run_on_the_cluster(local: &Path, remote: &Path, cluster: &[&str]) {
+    let run = |dir: &Path, extra: &[&str]| {
+        let mut args = vec!["pipeline", "run", "--all", "--json"];
+        args.extend_from_slice(extra);
+        let (out, err) = lethe_at(dir, &args, &[], 0);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        (v.as_array().unwrap().clone(), err)
+    };
+    let (here, _) = run(local, &[]);
+    let (there, stderr) = run(remote, cluster);
+    assert!(here.len() >= 3, "{here:?}");
+    assert_eq!(here.len(), there.len());
+    for (h, t) in here.iter().zip(&there) {
+        assert_eq!(h["pipeline"], t["pipeline"]);
+        assert_eq!(h["rows"], t["rows"], "{}", h["pipeline"]);
+        assert_eq!(h["engine"], "local");
+        assert_eq!(t["engine"], "ballista", "{t}");
+        assert!(
+            stderr.contains(&format!("ballista: pipeline {}", t["pipeline"].as_str().unwrap())),
+            "{stderr}"
+        );
+    }
+    assert_eq!(
+        contents(local).await,
+        contents(remote).await,
+        "the same rows in the derived tables"
+    );
+    assert_eq!(lineage_of(local), lineage_of(remote), "the same lineage");
+
+    // A merge-on-read delete on an input: that table's snapshot is no longer its files' rows.
+    let ws = lethe::workspace::Workspace::open(
+        &lethe::config::Config::load(&remote.join("lethe.toml")).unwrap(),
+    )
+    .unwrap();
+    let learners = lethe_iceberg::catalog::TableName::parse("crm.learners").unwrap();
+    let who = lethe_iceberg::predicate::Predicate::is_in(
+        "learner_id",
+        vec![lethe_iceberg::predicate::Value::Int(2)],
+    );
+    lethe_demo::fixtures::delete_by_position(&ws.warehouse, &learners, &who, false)
+        .await
+        .unwrap()
+        .unwrap();
+    let mut args = vec!["pipeline", "run", "learner_activity", "--json", "-v"];
+    args.extend_from_slice(cluster);
+    let (out, err) = lethe_at(remote, &args, &[], 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v[0]["engine"], "local", "{v}");
+    assert!(
+        err.contains(
+            "pipeline learner_activity runs in this process, not on ballista: crm.learners's current snapshot has 1 delete file(s)"
+        ),
+        "{err}"
+    );
 }

@@ -3,6 +3,7 @@
 pub mod expire;
 pub mod history;
 pub mod manifests;
+pub mod query_tasks;
 pub mod rewrite;
 pub mod rewrite_tasks;
 pub mod sweep;

@@ -1,20 +1,26 @@
 #!/usr/bin/env bash
-# Benchmark of issue 19 (BENCHMARKS.md section 18): the proof scan and a 1,000-subject batch
-# rewrite on the demo in SeaweedFS (PostgreSQL catalog over S3), with the local engine, one
-# Ballista executor and two, at each scale of SCALES (default "10 100").
+# Benchmark of issue 19 (BENCHMARKS.md sections 18 and 21): the proof scan and a 1,000-subject
+# batch rewrite on the demo in SeaweedFS (PostgreSQL catalog over S3), with the local engine,
+# one Ballista executor and two, at each scale of SCALES (default "10 100") — and the check
+# that the engines agree: it fails unless every engine's scan reports the same hits and every
+# engine's erase leaves the same rows, table by table.
 #
 # Usage: LETHE=path/to/lethe bash scripts/bench_ballista.sh [OUT_FILE]
 #   (default LETHE: $CARGO_TARGET_DIR/debug/lethe, else target/debug/lethe; build it first)
 # It starts its own SeaweedFS + PostgreSQL (scripts/services.sh) and clusters
 # (scripts/ballista.sh) on 127.0.0.1 free ports in a temporary folder, and stops them at the end.
 #
-# Per scale: one demo; then for each engine (local, 1 executor, 2 executors, each cluster
-# started fresh so its peak memory is its own): `lethe scan --subject learner=3590` (read only,
-# the same work each time), the same scan with one object per task (the scheduler's overhead
-# per task is the difference over the extra tasks), and `lethe erase` of a batch of 1,000
-# learners — a different 1,000 for each engine, so each erase rewrites the tables of an
-# unerased batch (the tables shrink by 2% of their rows per batch at scale 10). Wall time and
-# client peak RSS from /usr/bin/time -v; executors' peak RSS from /proc/PID/status VmHWM.
+# Per scale: one demo per engine, identical (the demo's seed is fixed); then for each engine
+# (local, 1 executor, 2 executors, each cluster started fresh so its peak memory is its own),
+# on its own demo: `lethe scan --subject learner=3590` (read only), the same scan with one
+# object per task (the scheduler's overhead per task is the difference over the extra tasks),
+# and `lethe erase` of the same batch of 1,000 learners (ids 1 + k·step). Wall time and client
+# peak RSS from /usr/bin/time -v; executors' peak RSS from /proc/PID/status VmHWM. The erase
+# runs with -v, so its progress lines are timestamped: the phases (planning, the steps, the
+# cleanup) are summed per engine from them. Then the scans' JSON (timing aside, hits sorted)
+# must be equal across engines, and so must every table's rows after the erase (read with
+# PyIceberg 0.12, an independent reader: per table the row count and a SHA-256 of the rows
+# sorted by every column).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 out=${1:-/dev/stdout}
@@ -24,6 +30,7 @@ lethe=${LETHE:-$target/debug/lethe}
 [ -x "$lethe" ] || { echo "no lethe binary at $lethe (cargo build -p lethe-cli first)" >&2; exit 1; }
 lethe=$(cd "$(dirname "$lethe")" && pwd)/$(basename "$lethe")
 
+export LETHE_PYTHON="${LETHE_PYTHON:-$(bash "$here/python-env.sh")}"
 state=$(mktemp -d "${TMPDIR:-/tmp}/lethe-bench-ballista.XXXXXX")
 cleanup() {
   bash "$here/ballista.sh" stop "$state/cluster" >/dev/null 2>&1 || true
@@ -74,25 +81,110 @@ executor_rss() {
   echo $((total / 1024))
 }
 
+# phases ERR: from an erase's -v log (timestamped lines): seconds from the first log line to
+# the first step (DELETE/REWRITE/RECOMPUTE …: planning, resolving values), through the steps
+# to the first cleanup line, and from there to the last line (expiry, manifests, sweep).
+phases() {
+  python3 - "$1" <<'EOF'
+import re, sys, datetime
+ts = []
+for line in open(sys.argv[1], errors="replace"):
+    line = re.sub(r"\x1b\[[0-9;]*m", "", line)
+    m = re.match(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+)Z\s+\w+\s+(\S+): (.*)", line)
+    if m:
+        ts.append((datetime.datetime.fromisoformat(m.group(1)[:26]), m.group(2), m.group(3)))
+prog = [(t, msg) for t, target, msg in ts if target == "lethe::progress"]
+step = next((t for t, m in prog if re.match(r"(DELETE|REWRITE|RECOMPUTE|NULL|HAND-OFF|SKIP)\b", m)), None)
+clean = next((t for t, m in prog if m.startswith("cleanup")), None)
+if not (ts and step and clean):
+    print("-")
+else:
+    s = lambda a, b: (b - a).total_seconds()
+    print(f"{s(ts[0][0], step):.1f} s, {s(step, clean):.1f} s, {s(clean, ts[-1][0]):.1f} s")
+EOF
+}
+
+# same SCALE: fails unless the three engines' scans report the same hits and their erases
+# left the same rows in every table; prints what was compared.
+same() {
+  "$LETHE_PYTHON" - "$1" "$state" <<'EOF'
+import hashlib, json, os, sys
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyiceberg.catalog.sql import SqlCatalog
+scale, state = sys.argv[1], sys.argv[2]
+engines = ["local", "1", "2"]
+def scan(e):
+    v = json.load(open(f"{state}/scanjson-{scale}-{e}.json"))
+    v.pop("seconds", None)
+    for k in ("hits", "unreadable"):
+        if isinstance(v.get(k), list):
+            v[k] = sorted(v[k], key=lambda h: json.dumps(h, sort_keys=True))
+    return v
+scans = {e: scan(e) for e in engines}
+hits = len(scans["local"].get("hits", []))
+bad = [e for e in engines if scans[e] != scans["local"]]
+if bad:
+    sys.exit(f"scale {scale}: the scan of engine(s) {bad} differs from the local engine's")
+def digests(e):
+    cat = SqlCatalog(f"bench{scale}e{e}", uri=os.environ["LETHE_PG_SQLALCHEMY_URI"], **{
+        "s3.endpoint": os.environ["LETHE_S3_ENDPOINT"],
+        "s3.access-key-id": os.environ["AWS_ACCESS_KEY_ID"],
+        "s3.secret-access-key": os.environ["AWS_SECRET_ACCESS_KEY"],
+        "s3.region": os.environ.get("AWS_REGION", "us-east-1"),
+        "s3.force-virtual-addressing": "false",
+    })
+    out = {}
+    for ns in cat.list_namespaces():
+        for ident in cat.list_tables(ns):
+            t = cat.load_table(ident).scan().to_arrow()
+            try:
+                t = t.take(pc.sort_indices(t, sort_keys=[(c, "ascending") for c in t.column_names]))
+            except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
+                pass  # a column that can't be sorted: compared in read order
+            t = t.combine_chunks().replace_schema_metadata(None)
+            sink = pa.BufferOutputStream()
+            with pa.ipc.new_stream(sink, t.schema) as w:
+                w.write_table(t)
+            out[".".join(ident)] = (t.num_rows, hashlib.sha256(sink.getvalue().to_pybytes()).hexdigest())
+            del t
+    return out
+tables = {e: digests(e) for e in engines}
+for e in engines[1:]:
+    if tables[e] != tables["local"]:
+        diff = sorted(k for k in set(tables[e]) | set(tables["local"]) if tables[e].get(k) != tables["local"].get(k))
+        sys.exit(f"scale {scale}: after the erase engine {e} left other rows than the local engine in {diff}")
+rows = sum(n for n, _ in tables["local"].values())
+print(f"Scale {scale}: the same scan report on every engine ({hits} hits) and, after the erase, "
+      f"the same rows in all {len(tables['local'])} tables ({rows:,} rows; PyIceberg 0.12, SHA-256 of each table's sorted rows).")
+EOF
+}
+
 {
-echo "| scale | engine | scan wall, client RSS | scan job (tasks, files, MiB, MiB/task) | scan, 1 object per task | overhead per task | erase 1,000 wall, client RSS | rewrite jobs (tasks, MiB, time in jobs) | executor peak RSS |"
-echo "|---|---|---|---|---|---|---|---|---|"
+echo "| scale | engine | scan wall, client RSS | scan job (tasks, files, MiB, MiB/task) | scan, 1 object per task | overhead per task | erase 1,000 wall, client RSS | erase phases: to the first step, steps, cleanup | rewrite jobs (tasks, MiB, time in jobs) | executor peak RSS |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 } >"$state/table.md"
 
 for scale in $scales; do
-  demo=$state/demo$scale
-  mkdir -p "$state"
   t0=$(date +%s.%N)
-  (cd "$state" && "$lethe" demo init --dir "demo$scale" --warehouse-only --scale "$scale" \
-    --catalog postgres --catalog-uri "$pg" --catalog-name "bench$scale" \
-    --warehouse "s3://$LETHE_S3_BUCKET/bench-$scale" --s3-path-style true >/dev/null 2>"$state/init.err") ||
-    { tail -n 20 "$state/init.err" >&2; exit 1; }
-  echo "scale $scale: demo built in $(python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.0f}')" "$t0" "$(date +%s.%N)") s" >&2
-  cp "$demo/lethe.toml" "$state/lethe.toml.$scale"
-  learners=$((5000 * scale))
-  step=$((learners / 3000))
-  k=0
   for engine in local 1 2; do
+    (cd "$state" && "$lethe" demo init --dir "demo$scale-$engine" --warehouse-only --scale "$scale" \
+      --catalog postgres --catalog-uri "$pg" --catalog-name "bench${scale}e$engine" \
+      --warehouse "s3://$LETHE_S3_BUCKET/bench-$scale-$engine" --s3-path-style true >/dev/null 2>"$state/init.err") ||
+      { tail -n 20 "$state/init.err" >&2; exit 1; }
+    cp "$state/demo$scale-$engine/lethe.toml" "$state/lethe.toml.$scale-$engine"
+  done
+  echo "scale $scale: 3 demos built in $(python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.0f}')" "$t0" "$(date +%s.%N)") s" >&2
+  learners=$((5000 * scale))
+  step=$((learners / 1000))
+  python3 - "$step" >"$state/batch.txt" <<'EOF'
+import sys
+step = int(sys.argv[1])
+for i in range(1000):
+    print(f"erasure-{i:04d} learner={1 + i * step}")
+EOF
+  for engine in local 1 2; do
+    demo=$state/demo$scale-$engine
     flags=()
     if [ "$engine" != local ]; then
       LETHE_BIN=$lethe LETHE_EXECUTOR_LOG=info LETHE_EXECUTOR_TASKS=2 LETHE_SERVICES_OWNER_PID=$$ \
@@ -102,30 +194,25 @@ for scale in $scales; do
     fi
     # Scan tasks of at most 32 objects (the default, 256 objects or 64 MiB, makes one task of
     # a scale-10 warehouse).
-    cp "$state/lethe.toml.$scale" "$demo/lethe.toml"
+    cp "$state/lethe.toml.$scale-$engine" "$demo/lethe.toml"
     printf '\n[engine]\ntask_objects = 32\n' >>"$demo/lethe.toml"
     read -r sw sr < <(run "scan-$scale-$engine" "$lethe" scan --subject learner=3590 "${flags[@]}")
-    cp "$state/lethe.toml.$scale" "$demo/lethe.toml"
+    (cd "$demo" && "$lethe" scan --subject learner=3590 --json "${flags[@]}" >"$state/scanjson-$scale-$engine.json" 2>/dev/null) || true
+    cp "$state/lethe.toml.$scale-$engine" "$demo/lethe.toml"
     sjob=$(jobline "scan-$scale-$engine" scan)
     s1=- ; ov=-
     if [ "$engine" != local ]; then
-      cp "$state/lethe.toml.$scale" "$demo/lethe.toml"
       printf '\n[engine]\ntask_objects = 1\n' >>"$demo/lethe.toml"
       read -r s1w _ < <(run "scan1-$scale-$engine" "$lethe" scan --subject learner=3590 "${flags[@]}")
-      cp "$state/lethe.toml.$scale" "$demo/lethe.toml"
+      cp "$state/lethe.toml.$scale-$engine" "$demo/lethe.toml"
       s1job=$(jobline "scan1-$scale-$engine" scan)
       t_many=$(echo "$s1job" | sed -E 's/^([0-9]+) tasks.*/\1/')
       t_few=$(echo "$sjob" | sed -E 's/^([0-9]+) tasks.*/\1/')
       ov=$(python3 -c "import sys; a,b,c,d=map(float,sys.argv[1:]); print(f'{(c-a)/max(d-b,1)*1000:.0f} ms' )" "$sw" "$t_few" "$s1w" "$t_many")
       s1="$s1w s ($t_many tasks)"
     fi
-    python3 - "$k" "$step" >"$state/batch.txt" <<'EOF'
-import sys
-k, step = int(sys.argv[1]), int(sys.argv[2])
-for i in range(1000):
-    print(f"erasure-{k}{i:04d} learner={1 + (k * 1000 + i) * step}")
-EOF
-    read -r ew er < <(run "erase-$scale-$engine" "$lethe" erase --subjects-file "$state/batch.txt" --min-age 0 "${flags[@]}")
+    read -r ew er < <(run "erase-$scale-$engine" "$lethe" -v erase --subjects-file "$state/batch.txt" --min-age 0 "${flags[@]}")
+    phases=$(phases "$state/erase-$scale-$engine.err")
     rjobs=$({ grep -E "^ballista: rewrite" "$state/erase-$scale-$engine.err" || true; } |
       sed -E 's/^ballista: rewrite ([^:]*): ([0-9]+) tasks, [0-9]+ files, ([0-9.]+) MiB.*, ([0-9.]+) s$/\1 \2 \3 \4/' |
       awk '{t+=$2; m+=$3; s+=$4; n++} END {if (n) printf "%d jobs, %d tasks, %.1f MiB, %.2f s in jobs", n, t, m, s; else print "-"}')
@@ -135,13 +222,15 @@ EOF
       bash "$here/ballista.sh" stop "$state/cluster"
     fi
     name=$engine; [ "$engine" != local ] && name="$engine executor(s)"
-    echo "| $scale | $name | $sw s, $sr MB | ${sjob:--} | $s1 | $ov | $ew s, $er MB | $rjobs | $xr |" >>"$state/table.md"
+    echo "| $scale | $name | $sw s, $sr MB | ${sjob:--} | $s1 | $ov | $ew s, $er MB | $phases | $rjobs | $xr |" >>"$state/table.md"
     echo "scale $scale $name done" >&2
-    k=$((k + 1))
   done
+  same "$scale" >>"$state/same.md"
 done
 {
   cat "$state/table.md"
+  echo
+  cat "$state/same.md"
   echo
   echo "Every job the cluster ran (the client's \`ballista:\` lines):"
   echo

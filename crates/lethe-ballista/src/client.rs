@@ -234,15 +234,26 @@ impl BallistaEngine {
                         store: StoreSpec::Local,
                         tasks: Vec::new(),
                     });
-                    let nudged = match self.context("lethe revive") {
-                        Ok(ctx) => match ctx.read_table(Arc::new(WorkTable::new(Arc::new(empty)))) {
-                            Ok(d) => d.collect().await.map(|_| ()),
-                            Err(e) => Err(e),
-                        },
-                        Err(e) => Err(e.into()),
-                    };
-                    if let Err(e) = nudged {
-                        tracing::debug!("the empty job to revive the scheduler failed: {e}");
+                    // On a task of its own: the job's own collect keeps being polled meanwhile.
+                    match self.context("lethe revive") {
+                        Ok(ctx) => {
+                            tokio::spawn(async move {
+                                let nudged = match ctx
+                                    .read_table(Arc::new(WorkTable::new(Arc::new(empty))))
+                                {
+                                    Ok(d) => d.collect().await.map(|_| ()),
+                                    Err(e) => Err(e),
+                                };
+                                if let Err(e) = nudged {
+                                    tracing::debug!(
+                                        "the empty job to revive the scheduler failed: {e}"
+                                    );
+                                }
+                            });
+                        }
+                        Err(e) => {
+                            tracing::debug!("the empty job to revive the scheduler failed: {e}")
+                        }
                     }
                 }
             }

@@ -60,7 +60,11 @@ pub fn count(n: u64) -> String {
 /// A progress line on stderr (when stderr is a terminal it overwrites itself).
 pub fn progress(msg: &str) {
     use std::io::IsTerminal;
-    if std::io::stderr().is_terminal() {
+    // With -v the progress lines are log lines: timestamped, in order with the rest of the
+    // log, so a command's phases can be timed.
+    if tracing::enabled!(target: "lethe::progress", tracing::Level::INFO) {
+        tracing::info!(target: "lethe::progress", "{msg}");
+    } else if std::io::stderr().is_terminal() {
         eprint!("\r\x1b[2K{msg}");
     } else {
         eprintln!("{msg}");
@@ -105,6 +109,11 @@ impl StageBars {
 
     /// Shows one progress message.
     pub fn show(&self, msg: &str) {
+        if tracing::enabled!(target: "lethe::progress", tracing::Level::INFO) {
+            // -v: every message a timestamped log line, the cleanup's steps included.
+            progress(msg);
+            return;
+        }
         let parsed = msg.strip_prefix("cleanup ").and_then(|rest| {
             let mut it = rest.splitn(3, ' ');
             let phase = it.next()?;

@@ -14,6 +14,13 @@
 //! SQL text. A failing pipeline leaves the target table as it was: nothing is committed until
 //! the whole result is written.
 //!
+//! The query runs in this process, or — with a query engine (`[engine]`, `--engine ballista`;
+//! [`crate::engine::Engines::query`]) — on a cluster that reads each input table as the data
+//! files of its current snapshot; the rows come back here and are written and committed the
+//! same way, and the lineage is taken from the same local plan. Where that is not natural the
+//! query runs here and the run says so (`engine: local`, the reason logged at info): see
+//! `rows_on_engine`.
+//!
 //! While a restriction is in force ([`crate::requests::scope`]), every input table its scope
 //! reaches is read through a view that leaves the restricted subject's rows out, so no
 //! pipeline run processes them; the column lineage is still taken from the query over the

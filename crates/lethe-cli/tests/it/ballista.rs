@@ -1,13 +1,14 @@
-//! Issue 19: the proof scan and batch rewrites as tasks on a Ballista cluster — the same
-//! hits and the same rows as the local engine, an executor killed mid-task, nothing about a
-//! subject in an executor's log.
+//! Issue 19: the proof scan, batch rewrites and pipelines' SQL as tasks on a Ballista cluster
+//! — the same hits, the same rows and the same lineage as the local engine, an executor
+//! killed mid-task, nothing about a subject in an executor's log.
 //!
 //! The shared cluster (a scheduler and two executors at debug log level) is started by
 //! scripts/test.sh through scripts/ballista.sh; the fault test starts one of its own. The
 //! shared store is SeaweedFS's S3 (scripts/services.sh), the catalogs PostgreSQL (one catalog
 //! name per warehouse). The demo is built at scale 1 here (5,000 learners; the 1,000-subject
-//! batch is a fifth of them) to keep the tests' time modest; BENCHMARKS.md section 18 runs
-//! scales 10 and 100.
+//! batch is a fifth of them) to keep the tests' time modest (scale 10 would add about 2.5
+//! minutes); scripts/bench_ballista.sh runs scales 10 and 100 and fails unless the engines'
+//! hits and rows agree there (BENCHMARKS.md section 21).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -97,11 +97,12 @@ impl EngineSettings {
 /// One job the engine ran, for reports and benchmarks (counts and sizes only).
 #[derive(Debug, Clone, Serialize)]
 pub struct JobStats {
-    /// `scan` or `rewrite <table>`.
+    /// `scan`, `rewrite <table>` or `pipeline <name>`.
     pub job: String,
-    /// Tasks (partitions) of the job.
+    /// Tasks (partitions) of the job; for a pipeline, of its tables' scans (the stages
+    /// above them, joins and aggregates, add tasks of their own).
     pub tasks: usize,
-    /// Objects (scan) or data files (rewrite) in it.
+    /// Objects (scan) or data files (rewrite, pipeline) in it.
     pub items: usize,
     /// Bytes of those objects or files.
     pub bytes: u64,

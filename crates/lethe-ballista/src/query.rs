@@ -262,7 +262,7 @@ impl ExecutionPlan for SnapshotScanExec {
                     .map_err(|e| {
                         DataFusionError::Execution(format!("a lethe task panicked: {e}"))
                     })?;
-                    read.map_err(|e: Error| DataFusionError::from(e))
+                    read.map_err(DataFusionError::from)
                 }
             })
             .flat_map(|r| match r {

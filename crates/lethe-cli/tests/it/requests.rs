@@ -417,6 +417,54 @@ async fn a_restriction_leaves_the_learner_out_of_queries_and_pipelines_deletes_n
     );
     assert!(e.contains("would make 3"), "{e}");
     assert_eq!(state_snapshot(&demo), state);
+
+    // An erasure of a restricted learner ends the restriction; the erasure's record names it,
+    // and another learner's restriction stays in force.
+    for (kind, who, id, day) in [
+        ("restriction", "learner=42", "restriction-42", "2026-10-01"),
+        ("restriction", "learner=43", "restriction-43", "2026-10-01"),
+        ("erasure", "learner=42", "erasure-0042", "2026-10-02"),
+    ] {
+        demo.lethe_ok(
+            &[
+                "request",
+                "open",
+                "--kind",
+                kind,
+                "--subject",
+                who,
+                "--received",
+                day,
+                "--request",
+                id,
+            ],
+            0,
+        );
+    }
+    demo.lethe_ok(
+        &[
+            "erase",
+            "--request",
+            "erasure-0042",
+            "--day",
+            "2026-10-03",
+            "--min-age",
+            "0s",
+        ],
+        0,
+    );
+    let records = lethe::requests::Requests::in_state(&demo.ws.config.paths.state);
+    let ended = records.get("restriction-42").unwrap();
+    assert_eq!(ended.state, lethe::requests::State::Lifted);
+    assert_eq!(ended.lifted.unwrap().by, "erasure erasure-0042");
+    assert_eq!(
+        records.get("erasure-0042").unwrap().ended_restrictions,
+        vec!["restriction-42".to_string()]
+    );
+    assert_eq!(
+        records.get("restriction-43").unwrap().state,
+        lethe::requests::State::Restricted
+    );
 }
 
 const HOLD: &str = r#"[holds."tribunal-2026-118"]

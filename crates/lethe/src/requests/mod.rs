@@ -425,15 +425,6 @@ impl Requests {
         Ok(out)
     }
 
-    /// Restrictions in force for a subject (by kind and register hash).
-    pub fn restricting(&self, subject: &str, hash: &str) -> Result<Vec<Request>> {
-        Ok(self
-            .list()?
-            .into_iter()
-            .filter(|r| r.restricting() && r.subject == subject && r.subject_hash == hash)
-            .collect())
-    }
-
     /// Updates the record of `id` with `f`, if there is one (an erasure run without a record,
     /// as older state folders have, changes nothing here).
     pub fn update(&self, id: &str, f: impl FnOnce(&mut Request)) -> Result<Option<Request>> {

@@ -33,12 +33,12 @@ use lethe_scan::{FileReport, ObjectEntry, Progress, ScanEngine, SubjectTraces};
 use serde::Serialize;
 
 use crate::codec::{LetheLogicalCodec, LethePhysicalCodec, WorkTable};
-use crate::query::{SnapshotTable, TableWork};
-use datafusion::catalog::{MemorySchemaProvider, SchemaProvider};
-use lethe_iceberg::ops::query_tasks::{QueryEngine, QueryOutcome, SnapshotFiles};
 use crate::error::{Error, Result};
 use crate::exec::{ProofScanExec, RewriteFilesExec, rewrite_outcomes, scan_reports};
+use crate::query::{SnapshotTable, TableWork};
 use crate::wire::{RewriteWork, ScanJob, StoreSpec, WireSubject, group_by_size};
+use datafusion::catalog::{MemorySchemaProvider, SchemaProvider};
+use lethe_iceberg::ops::query_tasks::{QueryEngine, QueryOutcome, SnapshotFiles};
 
 /// How the client reaches the cluster and cuts work into tasks. Defaults: tasks of at most
 /// 64 MiB or 256 objects for the scan, one data file per rewrite task, two resubmissions, an

@@ -266,7 +266,9 @@ impl ExecutionPlan for SnapshotScanExec {
                 }
             })
             .flat_map(|r| match r {
-                Ok(batches) => futures::stream::iter(batches.into_iter().map(Ok).collect::<Vec<_>>()),
+                Ok(batches) => {
+                    futures::stream::iter(batches.into_iter().map(Ok).collect::<Vec<_>>())
+                }
                 Err(e) => futures::stream::iter(vec![Err(e)]),
             });
         Ok(Box::pin(RecordBatchStreamAdapter::new(

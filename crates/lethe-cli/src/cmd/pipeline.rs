@@ -95,7 +95,14 @@ pub async fn run(c: PipelineCommand, config: Option<&Path>) -> anyhow::Result<Ex
                 print!(
                     "{}",
                     out::table(
-                        &["pipeline", "target", "rows", "snapshot", "engine", "lineage event"],
+                        &[
+                            "pipeline",
+                            "target",
+                            "rows",
+                            "snapshot",
+                            "engine",
+                            "lineage event"
+                        ],
                         &rows
                     )
                 );

@@ -618,7 +618,10 @@ async fn pipelines_run_on_the_cluster(local: &Path, remote: &Path, cluster: &[&s
         assert_eq!(h["engine"], "local");
         assert_eq!(t["engine"], "ballista", "{t}");
         assert!(
-            stderr.contains(&format!("ballista: pipeline {}", t["pipeline"].as_str().unwrap())),
+            stderr.contains(&format!(
+                "ballista: pipeline {}",
+                t["pipeline"].as_str().unwrap()
+            )),
             "{stderr}"
         );
     }

@@ -130,6 +130,5 @@ pub trait QueryEngine: Send + Sync + fmt::Debug {
 
     /// Runs `sql` over `tables` (each registered as `namespace.name`) and returns its rows,
     /// or declines a query it can't run. Reads files only; never writes or commits.
-    async fn query(&self, name: &str, sql: &str, tables: &[SnapshotFiles])
-    -> Result<QueryOutcome>;
+    async fn query(&self, name: &str, sql: &str, tables: &[SnapshotFiles]) -> Result<QueryOutcome>;
 }

@@ -6,9 +6,10 @@
 //! scripts/test.sh through scripts/ballista.sh; the fault test starts one of its own. The
 //! shared store is SeaweedFS's S3 (scripts/services.sh), the catalogs PostgreSQL (one catalog
 //! name per warehouse). The demo is built at scale 1 here (5,000 learners; the 1,000-subject
-//! batch is a fifth of them) to keep the tests' time modest (scale 10 would add about 2.5
-//! minutes); scripts/bench_ballista.sh runs scales 10 and 100 and fails unless the engines'
-//! hits and rows agree there (BENCHMARKS.md section 21).
+//! batch is a fifth of them) to keep the tests' time modest (at scale 10 each of the three
+//! erasures takes ~25 s and the test ~2 minutes more); scripts/bench_ballista.sh runs scales
+//! 10 and 100 and fails unless the engines' hits and rows agree there (BENCHMARKS.md
+//! section 21).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

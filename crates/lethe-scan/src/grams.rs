@@ -1,9 +1,14 @@
 //! "Does this buffer hold any of many patterns?", at a cost per byte that does not grow with
 //! the number of patterns.
 //!
-//! Aho-Corasick answers it exactly, and for a few patterns its SIMD prefilters make it very
-//! fast; for thousands of patterns its DFA outgrows the CPU caches and slows down several
-//! times. [`Grams`] then stands in front of it with a q-gram filter:
+//! Aho-Corasick answers it exactly. For a few patterns its packed SIMD searcher (Teddy) is
+//! very fast, but the automaton does not always pick it: when the patterns share one or two
+//! "rare" bytes (a `.` or a space, as emails, names and phone numbers do) it prefers a rare-byte
+//! prefilter, and on text full of those bytes (network addresses, names) that runs the DFA
+//! over nearly every byte. So up to [`AUTOMATON_ALONE`] patterns are searched with the packed
+//! searcher itself ([`Finder`]), the automaton only where SIMD is missing. For thousands of
+//! patterns the DFA outgrows the CPU caches and slows down several times. [`Grams`] then
+//! stands in front of it with a q-gram filter:
 //!
 //! - patterns of at least `L` bytes (L = 15, 11, 8: tiers) are known by their 8-byte
 //!   substrings (grams) at offsets `0..=L-8`. Any occurrence of such a pattern covers a
@@ -36,15 +41,49 @@ const AUTOMATON_ALONE: usize = 64;
 /// A set of byte patterns to test buffers against (see the module docs).
 #[derive(Clone, Debug)]
 pub(crate) struct Grams {
-    /// Every pattern.
+    /// Every pattern, as an automaton: checks the windows the gram filters point at.
     all: AhoCorasick,
+    /// Every pattern, for whole buffers, when there are few (no gram tiers).
+    few: Option<Finder>,
     /// Up to three bytes such that every pattern holds one of them, if there are.
     cover: Option<Vec<u8>>,
     /// With many patterns: gram filters (long patterns first), and the other patterns.
     tiers: Vec<Tier>,
-    short: Option<AhoCorasick>,
+    short: Option<Finder>,
     /// Longest pattern, in bytes.
     max_len: usize,
+}
+
+/// "Does the buffer hold one of these patterns?" for fewer than [`AUTOMATON_ALONE`]
+/// patterns: the packed SIMD searcher when the CPU has it, else the automaton.
+#[derive(Clone, Debug)]
+enum Finder {
+    Packed(aho_corasick::packed::Searcher),
+    Automaton(AhoCorasick),
+}
+
+impl Finder {
+    fn new(patterns: &[&[u8]]) -> Result<Finder, aho_corasick::BuildError> {
+        if patterns.len() < AUTOMATON_ALONE {
+            // Leftmost-first reports a match whenever any pattern occurs.
+            let packed = aho_corasick::packed::Config::new()
+                .match_kind(aho_corasick::packed::MatchKind::LeftmostFirst)
+                .builder()
+                .extend(patterns)
+                .build();
+            if let Some(p) = packed {
+                return Ok(Finder::Packed(p));
+            }
+        }
+        Ok(Finder::Automaton(automaton(patterns)?))
+    }
+
+    fn is_match(&self, hay: &[u8]) -> bool {
+        match self {
+            Finder::Packed(p) => p.find(hay).is_some(),
+            Finder::Automaton(a) => a.is_match(hay),
+        }
+    }
 }
 
 /// The grams of the patterns of at least `min_len` bytes (and shorter than the tier before).
@@ -179,6 +218,7 @@ impl Grams {
         let cover = cover(&refs);
         if patterns.len() < AUTOMATON_ALONE {
             return Ok(Some(Grams {
+                few: Some(Finder::new(&refs)?),
                 all,
                 cover,
                 tiers: Vec::new(),
@@ -207,12 +247,13 @@ impl Grams {
         rest.extend(refs.iter().copied().filter(|p| p.len() < upper));
         Ok(Some(Grams {
             all,
+            few: None,
             cover,
             tiers,
             short: if rest.is_empty() {
                 None
             } else {
-                Some(automaton(&rest)?)
+                Some(Finder::new(&rest)?)
             },
             max_len,
         }))
@@ -231,8 +272,8 @@ impl Grams {
         if !covered {
             return false;
         }
-        if self.tiers.is_empty() {
-            return self.all.is_match(hay);
+        if let Some(few) = &self.few {
+            return few.is_match(hay);
         }
         if self.short.as_ref().is_some_and(|s| s.is_match(hay)) {
             return true;
@@ -298,11 +339,17 @@ mod tests {
 
     use super::*;
 
-    /// The answer is the automaton's, for few and many patterns, short, medium and long, on
-    /// random buffers with and without planted patterns.
+    /// The answer is the automaton's, for few (the packed searcher) and many patterns
+    /// (the gram filters), short, medium and long, on random buffers with and without planted
+    /// patterns.
     #[test]
     fn answers_as_the_automaton_does() {
-        let mut rng = StdRng::seed_from_u64(5);
+        let seed = std::env::var("LETHE_SCAN_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(5u64);
+        println!("seed: {seed} (set LETHE_SCAN_SEED to override)");
+        let mut rng = StdRng::seed_from_u64(seed);
         for count in [1, 10, 63, 64, 300, 3000] {
             for lengths in [1..8, 8..15, 15..40, 1..40] {
                 let patterns: Vec<Vec<u8>> = (0..count)
@@ -315,7 +362,7 @@ mod tests {
                 let refs: Vec<&[u8]> = patterns.iter().map(Vec::as_slice).collect();
                 let reference = automaton(&refs).unwrap();
                 for _ in 0..300 {
-                    let n = rng.random_range(0..200);
+                    let n = if rng.random_bool(0.2) { rng.random_range(200..3000) } else { rng.random_range(0..200) };
                     // Sometimes without the first letters: buffers the cover rejects.
                     let low = if rng.random_bool(0.3) { b'c' } else { b'a' };
                     let mut hay: Vec<u8> = (0..n).map(|_| rng.random_range(low..=b'h')).collect();
@@ -327,7 +374,7 @@ mod tests {
                     assert_eq!(
                         grams.is_match(&hay),
                         reference.is_match(&hay),
-                        "{count} patterns of {lengths:?} bytes, haystack {hay:?}"
+                        "seed {seed}: {count} patterns of {lengths:?} bytes, haystack {hay:?}"
                     );
                 }
             }

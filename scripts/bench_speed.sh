@@ -14,6 +14,8 @@
 #    the warehouse) is erased by lethe too: the part PyIceberg's side also does. Each side runs
 #    LETHE_BENCH_ROUNDS times (default 3), interleaved, each on a fresh copy restored at the
 #    same path.
+# LETHE_BEFORE=/path/to/lethe: the scan part also runs that binary (an older build), each of
+# its runs right after the current one's on the same files ("before" and "after" interleaved).
 # Uses the release binary (set CARGO_TARGET_DIR to reuse a build) and the PyIceberg venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -51,16 +53,34 @@ for scale in $scan_scales; do
     if [ -z "$best" ] || [ "$(echo "$t < $best" | bc)" = 1 ]; then best=$t; fi
   done
   echo "cat-$scale seconds=$best bytes_per_second=$(echo "$bytes / $best" | bc)"
-  for run in 1 2 3; do
-    (cd "$d" && timed "scan-$scale-$run" "$lethe" scan --subject learner=3590 --json) || true
-    "$py" - "$out/scan-$scale-$run.out" <<'EOF'
+  echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+  sides="after"; [ -n "${LETHE_BEFORE:-}" ] && sides="after before"
+  for run in $(seq "${LETHE_BENCH_ROUNDS:-3}"); do
+    for side in $sides; do
+      bin="$lethe"; name="scan-$scale-$run"
+      if [ "$side" = before ]; then bin="$LETHE_BEFORE"; name="scan-before-$scale-$run"; fi
+      (cd "$d" && timed "$name" "$bin" scan --subject learner=3590 --json) || true
+      "$py" - "$out/$name.out" <<'EOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
 print(f"  scan seconds={d['seconds']:.3f} bytes_per_second={d['bytes_read'] / d['seconds']:.0f}"
       f" files={d['files_read']} files_holding={d['files_holding']} hits={len(d['hits'])}")
 EOF
+    done
   done
-  (cd "$d" && timed "bench-scan-$scale" "$lethe" bench scan --subjects 1000 && cat "$out/bench-scan-$scale.out")
+  if [ -n "${LETHE_BEFORE:-}" ]; then
+    # The same hits before and after (the JSON lists them in a stable order).
+    "$py" - "$out/scan-$scale-1.out" "$out/scan-before-$scale-1.out" <<'EOF'
+import json, sys
+a, b = (json.load(open(f))["hits"] for f in sys.argv[1:])
+print(f"  hits after={len(a)} before={len(b)} identical={a == b}")
+EOF
+  fi
+  for side in $sides; do
+    bin="$lethe"; name="bench-scan-$scale"
+    if [ "$side" = before ]; then bin="$LETHE_BEFORE"; name="bench-scan-before-$scale"; fi
+    (cd "$d" && timed "$name" "$bin" bench scan --subjects 1000 && cat "$out/$name.out")
+  done
   (cd "$d" && timed "py-scan-$scale" "$py" "$scripts/bench_scan_py.py" catalog.db warehouse 3590 warehouse raw && cat "$out/py-scan-$scale.out")
   rm -rf "$d"
 done

@@ -362,7 +362,11 @@ mod tests {
                 let refs: Vec<&[u8]> = patterns.iter().map(Vec::as_slice).collect();
                 let reference = automaton(&refs).unwrap();
                 for _ in 0..300 {
-                    let n = if rng.random_bool(0.2) { rng.random_range(200..3000) } else { rng.random_range(0..200) };
+                    let n = if rng.random_bool(0.2) {
+                        rng.random_range(200..3000)
+                    } else {
+                        rng.random_range(0..200)
+                    };
                     // Sometimes without the first letters: buffers the cover rejects.
                     let low = if rng.random_bool(0.3) { b'c' } else { b'a' };
                     let mut hay: Vec<u8> = (0..n).map(|_| rng.random_range(low..=b'h')).collect();

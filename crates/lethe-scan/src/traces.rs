@@ -915,9 +915,23 @@ mod tests {
         println!("seed: {seed} (set LETHE_SCAN_SEED to override)");
         let mut rng = StdRng::seed_from_u64(seed);
         let pieces: &[&[u8]] = &[
-            b"a", b"Z", b"0", b".", b" ", b"@", "\u{212A}".as_bytes(), "\u{130}".as_bytes(),
-            "\u{131}".as_bytes(), "\u{23A}".as_bytes(), "Ç".as_bytes(), "ß".as_bytes(),
-            "字".as_bytes(), &[0xff], &[0xc3], &[0xe2, 0x82], &[0x80],
+            b"a",
+            b"Z",
+            b"0",
+            b".",
+            b" ",
+            b"@",
+            "\u{212A}".as_bytes(),
+            "\u{130}".as_bytes(),
+            "\u{131}".as_bytes(),
+            "\u{23A}".as_bytes(),
+            "Ç".as_bytes(),
+            "ß".as_bytes(),
+            "字".as_bytes(),
+            &[0xff],
+            &[0xc3],
+            &[0xe2, 0x82],
+            &[0x80],
         ];
         let mut kinds = [0usize; 3];
         for _ in 0..3000 {
@@ -937,7 +951,11 @@ mod tests {
             let kind = ascii_kind(&raw);
             kinds[kind as usize] += 1;
             let folded = fold_for_search(&raw, &mut out).to_vec();
-            assert_eq!(folded, fold_reference(&raw), "seed {seed}, {kind:?}, {raw:?}");
+            assert_eq!(
+                folded,
+                fold_reference(&raw),
+                "seed {seed}, {kind:?}, {raw:?}"
+            );
         }
         assert!(kinds.iter().all(|&k| k > 100), "every kind seen: {kinds:?}");
     }

@@ -34,8 +34,9 @@ use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 const TIERS: [usize; 3] = [15, 11, 8];
 /// Multiplier of the gram hash (a 64-bit odd constant with well-mixed high bits).
 const HASH: u64 = 0x9e37_79b9_7f4a_7c15;
-/// Fewer patterns than this are searched with the automaton alone (its SIMD prefilter takes
-/// up to 128 patterns, and is faster than the grams for a few dozen).
+/// Fewer patterns than this are searched whole, without gram filters, by the packed SIMD
+/// searcher ([`Finder`]: Teddy takes up to 64 patterns, and is faster than the grams for a few
+/// dozen).
 const AUTOMATON_ALONE: usize = 64;
 
 /// A set of byte patterns to test buffers against (see the module docs).

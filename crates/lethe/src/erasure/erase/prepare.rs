@@ -2,12 +2,15 @@
 //! (attributed to the requests that own them), each request's case file, and the preflight
 //! that refuses blocked or INCOMPLETE plans.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
+use arrow::array::RecordBatch;
 use chrono::Utc;
 use lethe_iceberg::catalog::TableName;
 use lethe_iceberg::ops::rewrite::select_rows;
 use lethe_iceberg::predicate::{Predicate, Value};
+use lethe_iceberg::table::{LoadedTable, Warehouse};
 
 use super::journal::{Journal, JournalStep, batch_id, save_journal};
 use super::{EraseOptions, durable_step};
@@ -37,9 +40,65 @@ fn text_of(v: &Value) -> String {
     }
 }
 
+/// The rows preparing an erasure reads, each selection read once: every table is loaded once
+/// and every `column IN values` selection of a table read once, however many of the
+/// resolution's parts ask for it (the root table is read for its identifying values and for
+/// its own step's row counts; a key label's table for the label and for its step). All reads
+/// are of the tables' current snapshots before anything changes, so a second read of the
+/// same selection could only return the same rows.
+#[derive(Default)]
+struct Reads {
+    tables: HashMap<String, Arc<LoadedTable>>,
+    rows: HashMap<(String, String, Vec<String>), Arc<Vec<RecordBatch>>>,
+    /// Selections read from storage, per table.
+    counts: BTreeMap<String, usize>,
+}
+
+impl Reads {
+    /// The table as loaded (once).
+    async fn table(&mut self, wh: &Warehouse, table: &str) -> Result<Arc<LoadedTable>> {
+        if let Some(t) = self.tables.get(table) {
+            return Ok(t.clone());
+        }
+        let t = Arc::new(wh.load(&TableName::parse(table)?).await?);
+        self.tables.insert(table.to_string(), t.clone());
+        Ok(t)
+    }
+
+    /// The live rows of `table` with `column IN values` (read once per distinct set).
+    async fn select(
+        &mut self,
+        wh: &Warehouse,
+        table: &str,
+        column: &str,
+        values: &[Value],
+    ) -> Result<(Arc<LoadedTable>, Arc<Vec<RecordBatch>>)> {
+        let t = self.table(wh, table).await?;
+        let mut set: Vec<String> = values.iter().map(key_of).collect();
+        set.sort();
+        set.dedup();
+        let key = (table.to_string(), column.to_string(), set);
+        if let Some(rows) = self.rows.get(&key) {
+            return Ok((t, rows.clone()));
+        }
+        let rows = Arc::new(
+            select_rows(
+                wh,
+                &t,
+                &Predicate::is_in(column.to_string(), values.to_vec()),
+            )
+            .await?,
+        );
+        *self.counts.entry(table.to_string()).or_default() += 1;
+        self.rows.insert(key, rows.clone());
+        Ok((t, rows))
+    }
+}
+
 /// Resolves every label's values with the requests they belong to.
 async fn resolve_attributed(
     ws: &Workspace,
+    reads: &mut Reads,
     gov: &Governance,
     subject: &Subject,
     p: &Plan,
@@ -58,6 +117,7 @@ async fn resolve_attributed(
     for m in &subject.mapped {
         follow(
             wh,
+            reads,
             &mut out,
             &m.via,
             &root_column,
@@ -112,7 +172,7 @@ async fn resolve_attributed(
             if !out.contains_key(src_label) {
                 continue;
             }
-            follow(wh, &mut out, table, col, src_label, key, label).await?;
+            follow(wh, reads, &mut out, table, col, src_label, key, label).await?;
             progressed = true;
         }
         if !progressed {
@@ -124,8 +184,10 @@ async fn resolve_attributed(
 
 /// Follows one table: rows selected by `col IN values(src_label)`, attributing the values of
 /// `target_col` to the requests that own the selecting value.
+#[allow(clippy::too_many_arguments)]
 async fn follow(
-    wh: &lethe_iceberg::table::Warehouse,
+    wh: &Warehouse,
+    reads: &mut Reads,
     out: &mut Attributed,
     table: &str,
     col: &str,
@@ -139,9 +201,8 @@ async fn follow(
         out.entry(target_label.to_string()).or_default();
         return Ok(());
     }
-    let t = wh.load(&TableName::parse(table)?).await?;
-    let rows = select_rows(wh, &t, &Predicate::is_in(col.to_string(), values)).await?;
-    for b in &rows {
+    let (_, rows) = reads.select(wh, table, col, &values).await?;
+    for b in rows.iter() {
         let sel = column_values_aligned(b, col)?;
         let tgt = column_values_aligned(b, target_col)?;
         for (s, t) in sel.into_iter().zip(tgt) {
@@ -206,6 +267,9 @@ pub struct Prepared {
     pub steps: Vec<JournalStep>,
     /// A case file per request (not yet written).
     pub cases: Vec<CaseFile>,
+    /// How many selections of each table's rows were read from storage while preparing
+    /// (each distinct `column IN values` selection once, however often it is asked for).
+    pub reads: BTreeMap<String, usize>,
 }
 
 /// Plans, resolves values and collects every request's traces. Reads only; refuses nothing
@@ -225,9 +289,10 @@ pub async fn prepare(
     }
     let subject = gov.subjects.get(subject_name)?.clone();
     progress("planning");
-    let (mut p, ids) = plan_requests(ws, gov, &subject, requests).await?;
+    let mut reads = Reads::default();
+    let (mut p, ids) = plan_requests(ws, &mut reads, gov, &subject, requests).await?;
     progress("resolving the subject's values");
-    let attributed = resolve_attributed(ws, gov, &subject, &p, &ids).await?;
+    let attributed = resolve_attributed(ws, &mut reads, gov, &subject, &p, &ids).await?;
     let flat: BTreeMap<String, Vec<Value>> = attributed
         .iter()
         .map(|(l, m)| (l.clone(), m.values().map(|(v, _)| v.clone()).collect()))
@@ -238,8 +303,8 @@ pub async fn prepare(
     );
     let mut cases = new_cases(&p, requests, key);
     trace_ids(&p, &attributed, &mut cases);
-    trace_root_values(ws, &subject, &ids, &mut cases).await?;
-    let steps = journal_steps(ws, &p, &flat, &attributed, &mut cases).await?;
+    trace_root_values(ws, &mut reads, &subject, &ids, &mut cases).await?;
+    let steps = journal_steps(ws, &mut reads, &p, &flat, &attributed, &mut cases).await?;
     for c in &mut cases {
         c.values.sort();
         c.values.dedup();
@@ -252,6 +317,7 @@ pub async fn prepare(
         plan: p,
         steps,
         cases,
+        reads: reads.counts,
     })
 }
 
@@ -260,6 +326,7 @@ pub async fn prepare(
 /// subject's edges.
 async fn plan_requests(
     ws: &Workspace,
+    reads: &mut Reads,
     gov: &Governance,
     subject: &Subject,
     requests: &[RequestSpec],
@@ -279,7 +346,11 @@ async fn plan_requests(
     }
     let graph = plan::load_lineage(&ws.config.paths.lineage, &inv)?;
     let since = match subject.first_seen {
-        Some(_) => plan::first_seen(wh, subject, &ids).await?,
+        Some(_) => {
+            let (root_table, root_column) = subject.root()?;
+            let (t, rows) = reads.select(wh, &root_table, &root_column, &ids).await?;
+            plan::first_seen_in(subject, &t, &ids, &rows)?
+        }
         None => None,
     };
     let p = plan::plan(
@@ -337,13 +408,14 @@ fn trace_ids(p: &Plan, attributed: &Attributed, cases: &mut [CaseFile]) {
 /// map value) of each subject's root rows; each case records the columns read.
 async fn trace_root_values(
     ws: &Workspace,
+    reads: &mut Reads,
     subject: &Subject,
     ids: &[Value],
     cases: &mut [CaseFile],
 ) -> Result<()> {
     let wh = &ws.warehouse;
     let (root_table, root_column) = subject.root()?;
-    let t = wh.load(&TableName::parse(&root_table)?).await?;
+    let (t, rows) = reads.select(wh, &root_table, &root_column, ids).await?;
     let schema = t.metadata.current_schema().clone();
     for c in cases.iter_mut() {
         c.value_columns
@@ -351,8 +423,7 @@ async fn trace_root_values(
             .or_default()
             .extend(subject.values.iter().cloned());
     }
-    let rows = select_rows(wh, &t, &Predicate::is_in(root_column.clone(), ids.to_vec())).await?;
-    for b in &rows {
+    for b in rows.iter() {
         let owners = column_values_aligned(b, &root_column)?;
         for col in &subject.values {
             let vals = path_texts(b, &schema, col)
@@ -379,6 +450,7 @@ async fn trace_root_values(
 /// and the old values of the columns an exception's REWRITE erases.
 async fn journal_steps(
     ws: &Workspace,
+    reads: &mut Reads,
     p: &Plan,
     flat: &BTreeMap<String, Vec<Value>>,
     attributed: &Attributed,
@@ -394,7 +466,7 @@ async fn journal_steps(
             .unwrap_or_default();
         if let (Some(col), Some(label)) = (&s.column, &s.label) {
             let att = attributed.get(label).cloned().unwrap_or_default();
-            count_rows_and_erased(ws, s, col, &values, &att, cases).await?;
+            count_rows_and_erased(ws, reads, s, col, &values, &att, cases).await?;
         }
         steps.push(JournalStep {
             table: s.table.clone(),
@@ -419,6 +491,7 @@ async fn journal_steps(
 /// a REWRITE, keeps the old values of its erased columns as traces.
 async fn count_rows_and_erased(
     ws: &Workspace,
+    reads: &mut Reads,
     s: &Step,
     col: &str,
     values: &[Value],
@@ -428,8 +501,7 @@ async fn count_rows_and_erased(
     if values.is_empty() {
         return Ok(());
     }
-    let wh = &ws.warehouse;
-    let t = wh.load(&TableName::parse(&s.table)?).await?;
+    let (t, rows) = reads.select(&ws.warehouse, &s.table, col, values).await?;
     let schema = t.metadata.current_schema().clone();
     if s.action == Action::Rewrite {
         for c in cases.iter_mut() {
@@ -439,8 +511,7 @@ async fn count_rows_and_erased(
                 .extend(s.erase_columns.iter().cloned());
         }
     }
-    let rows = select_rows(wh, &t, &Predicate::is_in(col.to_string(), values.to_vec())).await?;
-    for b in &rows {
+    for b in rows.iter() {
         let sel = column_values_aligned(b, col)?;
         let mut erased: Vec<(String, Vec<Vec<String>>)> = Vec::new();
         if s.action == Action::Rewrite {
@@ -510,6 +581,7 @@ pub(super) async fn plan_erasure(
         plan: mut p,
         mut steps,
         cases,
+        ..
     } = prepare(ws, gov, requests, Some(key), progress).await?;
     // Legal holds in force on the day: their steps are HELD, the rest is carried out.
     let tables: Vec<String> = ws

@@ -47,7 +47,7 @@ use lethe_lineage::{LineageGraph, Window, walk};
 use serde::{Deserialize, Serialize};
 
 pub use inventory::{Inventory, TableInfo, load_lineage, parse_id, unaccounted};
-pub use values::{first_seen, resolve_values};
+pub use values::{first_seen, first_seen_in, resolve_values};
 
 use crate::error::Result;
 use crate::governance::Governance;

@@ -24,11 +24,27 @@ pub async fn first_seen(
     subject: &Subject,
     ids: &[Value],
 ) -> Result<Option<DateTime<Utc>>> {
+    if subject.first_seen.is_none() {
+        return Ok(None);
+    }
+    let (table, root) = subject.root()?;
+    let t = wh.load(&TableName::parse(&table)?).await?;
+    let rows = select_rows(wh, &t, &Predicate::is_in(root.clone(), ids.to_vec())).await?;
+    first_seen_in(subject, &t, ids, &rows)
+}
+
+/// [`first_seen`] from the root rows already read: `rows` are the live rows of the root table
+/// `t` with the root column IN `ids`.
+pub fn first_seen_in(
+    subject: &Subject,
+    t: &lethe_iceberg::table::LoadedTable,
+    ids: &[Value],
+    rows: &[arrow::array::RecordBatch],
+) -> Result<Option<DateTime<Utc>>> {
     let Some(col) = &subject.first_seen else {
         return Ok(None);
     };
     let (table, root) = subject.root()?;
-    let t = wh.load(&TableName::parse(&table)?).await?;
     let ty = lethe_iceberg::predicate::column_type(t.metadata.current_schema(), col, &table)?;
     if !matches!(
         ty,
@@ -38,7 +54,6 @@ pub async fn first_seen(
             "first_seen column {table}.{col} is {ty}, not a date or timestamp"
         )));
     }
-    let rows = select_rows(wh, &t, &Predicate::is_in(root.clone(), ids.to_vec())).await?;
     let found: BTreeSet<String> = rows
         .iter()
         .map(|b| column_values(std::slice::from_ref(b), &root))

@@ -225,12 +225,45 @@ pub async fn session_restricted(
     ws: &Workspace,
     restrictions: &crate::requests::scope::Restrictions,
 ) -> Result<SessionContext> {
+    session_over(ws, restrictions, None).await
+}
+
+/// The catalog tables a query names as `namespace.table` (None when it can't be told: the
+/// query doesn't parse, or names a table without its namespace). A session for the query
+/// needs only these: DataFusion resolves exactly the statement's table references when it
+/// plans it.
+fn tables_named(ctx: &SessionContext, sql: &str) -> Option<std::collections::BTreeSet<String>> {
+    let state = ctx.state();
+    let dialect = state.config().options().sql_parser.dialect;
+    let statement = state.sql_to_statement(sql, &dialect).ok()?;
+    let refs = state.resolve_table_references(&statement).ok()?;
+    let mut out = std::collections::BTreeSet::new();
+    for r in refs {
+        match r {
+            datafusion::common::TableReference::Partial { schema, table } => {
+                out.insert(format!("{schema}.{table}"));
+            }
+            _ => return None,
+        }
+    }
+    Some(out)
+}
+
+/// A session with the catalog tables registered (only those in `only`, when given).
+async fn session_over(
+    ws: &Workspace,
+    restrictions: &crate::requests::scope::Restrictions,
+    only: Option<&std::collections::BTreeSet<String>>,
+) -> Result<SessionContext> {
     let ctx = SessionContext::new();
     let catalog = ctx
         .catalog("datafusion")
         .ok_or_else(|| Error::Internal("DataFusion has no default catalog".into()))?;
     let mut schemas: HashMap<String, Arc<MemorySchemaProvider>> = HashMap::new();
     for name in ws.warehouse.tables().await? {
+        if only.is_some_and(|o| !o.contains(&name.to_string())) {
+            continue;
+        }
         let table = ws.warehouse.load(&name).await?;
         let provider = table_provider(ws, &table).await?;
         let ns = name.namespace_str();
@@ -273,19 +306,105 @@ pub async fn run_with(
     p: &Pipeline,
     extra: BTreeMap<String, String>,
 ) -> Result<PipelineRun> {
+    let named = tables_named(&SessionContext::new(), &p.sql);
+    let restrictions = crate::requests::scope::Restrictions::active(&ws.config.paths.state)?;
+    let inputs = inputs_read(ws, p, named.as_ref(), &restrictions).await?;
+    run_over(ws, p, extra, named, restrictions, inputs).await
+}
+
+/// The snapshot summary key where a pipeline's commit records what it read: a hash of the
+/// query and each table it names at the snapshot it read (`sql=<hash> ns.t@<snapshot id> …`).
+pub const INPUTS_KEY: &str = "lethe-pipeline-inputs";
+
+/// What a run of `p` reads: the query's hash and each table it names at its current
+/// snapshot. None when that can't be told (the query names a table without its namespace or
+/// doesn't parse) or when a restriction is in force (what a run reads then depends on the
+/// restrictions too).
+async fn inputs_read(
+    ws: &Workspace,
+    p: &Pipeline,
+    named: Option<&std::collections::BTreeSet<String>>,
+    restrictions: &crate::requests::scope::Restrictions,
+) -> Result<Option<String>> {
+    use sha2::Digest;
+    let Some(named) = named else { return Ok(None) };
+    if !restrictions.is_empty() {
+        return Ok(None);
+    }
+    let hash = hex::encode(sha2::Sha256::digest(p.sql.as_bytes()));
+    let mut out = format!("sql={}", &hash[..16]);
+    for t in named {
+        let Ok(name) = TableName::parse(t) else {
+            return Ok(None);
+        };
+        if !ws.warehouse.catalog.table_exists(&name).await? {
+            return Ok(None);
+        }
+        let table = ws.warehouse.load(&name).await?;
+        match table.current_snapshot() {
+            Some(s) => out.push_str(&format!(" {t}@{}", s.snapshot_id())),
+            None => out.push_str(&format!(" {t}@none")),
+        }
+    }
+    Ok(Some(out))
+}
+
+/// Reruns `p` unless nothing it reads changed since it built its target: the target's current
+/// snapshot is `p`'s own commit (nothing changed the table since) and that commit recorded
+/// the same query over the same snapshot of every table the query names ([`INPUTS_KEY`]).
+/// Then a rerun would read exactly the rows the target was built from and write the same
+/// rows again: None, nothing committed. (A query whose result depends on the clock is built
+/// from the same rows too: what an erasure needs, that no row of the subject reaches the
+/// target that isn't in its inputs, holds either way.) Whenever what it reads can't be told
+/// ([`inputs_read`]), the pipeline reruns.
+pub async fn rerun_if_changed(
+    ws: &Workspace,
+    p: &Pipeline,
+    extra: BTreeMap<String, String>,
+) -> Result<Option<PipelineRun>> {
+    let named = tables_named(&SessionContext::new(), &p.sql);
+    let restrictions = crate::requests::scope::Restrictions::active(&ws.config.paths.state)?;
+    let inputs = inputs_read(ws, p, named.as_ref(), &restrictions).await?;
+    if let Some(now) = &inputs
+        && ws.warehouse.catalog.table_exists(&p.target).await?
+    {
+        let target = ws.warehouse.load(&p.target).await?;
+        if let Some(s) = target.current_snapshot() {
+            let props = &s.summary().additional_properties;
+            if props.get("lethe-pipeline") == Some(&p.name) && props.get(INPUTS_KEY) == Some(now) {
+                return Ok(None);
+            }
+        }
+    }
+    run_over(ws, p, extra, named, restrictions, inputs)
+        .await
+        .map(Some)
+}
+
+/// A run over a session of the tables `named` (all, when None), recording `inputs`.
+async fn run_over(
+    ws: &Workspace,
+    p: &Pipeline,
+    extra: BTreeMap<String, String>,
+    named: Option<std::collections::BTreeSet<String>>,
+    restrictions: crate::requests::scope::Restrictions,
+    inputs: Option<String>,
+) -> Result<PipelineRun> {
     let fail = |m: String| Error::Pipeline {
         pipeline: p.name.clone(),
         message: m,
     };
-    let ctx = session(ws).await?;
+    // Only the tables the query names are loaded (a query naming a table without its
+    // namespace gets them all, and DataFusion's error if it names one that doesn't exist).
+    let none = crate::requests::scope::Restrictions::default();
+    let ctx = session_over(ws, &none, named.as_ref()).await?;
     let df = ctx.sql(&p.sql).await.map_err(|e| fail(e.to_string()))?;
     let lineage = lethe_sql::column_lineage(df.logical_plan())
         .map_err(|e| fail(format!("column lineage: {e}")))?;
-    let restrictions = crate::requests::scope::Restrictions::active(&ws.config.paths.state)?;
     let (ctx, df) = if restrictions.is_empty() {
         (ctx, df)
     } else {
-        let restricted = session_restricted(ws, &restrictions).await?;
+        let restricted = session_over(ws, &restrictions, named.as_ref()).await?;
         let df = restricted
             .sql(&p.sql)
             .await
@@ -347,6 +466,9 @@ pub async fn run_with(
     }
     let mut summary = extra;
     summary.insert("lethe-pipeline".to_string(), p.name.clone());
+    if let Some(inputs) = inputs {
+        summary.insert(INPUTS_KEY.to_string(), inputs);
+    }
     let snapshot_id = replace_contents(
         wh,
         &p.target,

@@ -571,3 +571,126 @@ async fn a_blocked_table_refuses_the_whole_erasure_before_any_change() {
     let _ = BTreeSet::<i32>::new();
     let _ = append;
 }
+
+/// Issue 18: preparing an erasure reads each selection of a table's rows once — the root table
+/// is asked for the lineage window, the identifying values and its own step's row counts, a
+/// key label's table for the label and for its step.
+#[tokio::test(flavor = "multi_thread")]
+async fn preparing_an_erasure_reads_each_selection_once() {
+    let demo = Demo::new().await;
+    let ws = &demo.ws;
+    let prepared = lethe::erasure::erase::prepare(
+        ws,
+        &ws.governance().unwrap(),
+        &[request(3590, "probe")],
+        None,
+        &|_| {},
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        prepared.reads.get("crm.learners"),
+        Some(&1),
+        "{:?}",
+        prepared.reads
+    );
+    for (table, n) in &prepared.reads {
+        assert_eq!(*n, 1, "{table} read {n} times: {:?}", prepared.reads);
+    }
+    // What was read still makes the same traces: the root values, the rows per table.
+    let case = &prepared.cases[0];
+    assert!(case.values.iter().any(|v| v.kind == "email"));
+    assert!(case.rows.get("crm.learners") == Some(&1), "{:?}", case.rows);
+    assert!(case.rows.get("learning.events").is_some_and(|n| *n > 0));
+}
+
+/// Issue 18: an erasure's RECOMPUTE reruns a pipeline only when something it reads changed:
+/// not when every input is at the snapshot its last run read, again when one changed, and
+/// the rerun's rows are those of a full run.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pipeline_is_rerun_only_when_an_input_changed() {
+    use lethe::pipeline::{Pipeline, rerun_if_changed, run};
+    let demo = Demo::new().await;
+    let ws = &demo.ws;
+    let p = Pipeline::find(&ws.config.paths.pipelines, "course_performance").unwrap();
+    let target = "analytics.course_performance";
+    let snap =
+        |t: &lethe_iceberg::table::LoadedTable| t.current_snapshot().map(|s| s.snapshot_id());
+    run(ws, &p).await.unwrap();
+    let built = ws.warehouse.load_str(target).await.unwrap();
+    let props = built
+        .current_snapshot()
+        .unwrap()
+        .summary()
+        .additional_properties
+        .clone();
+    let inputs = &props[lethe::pipeline::INPUTS_KEY];
+    for t in [
+        "learning.courses",
+        "learning.enrollments",
+        "learning.reviews",
+    ] {
+        assert!(inputs.contains(&format!(" {t}@")), "{inputs}");
+    }
+    assert!(
+        !inputs.contains("crm.learners"),
+        "only what the query names: {inputs}"
+    );
+    // Nothing it reads changed: not rerun, nothing committed.
+    assert!(
+        rerun_if_changed(ws, &p, BTreeMap::new())
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let same = ws.warehouse.load_str(target).await.unwrap();
+    assert_eq!(snap(&same), snap(&built));
+    // A table it doesn't read changes: still not rerun.
+    let learners = TableName::parse("crm.learners").unwrap();
+    rewrite_rows(
+        &ws.warehouse,
+        &learners,
+        &RowRewrite::delete(Predicate::eq("learner_id", Value::Int(7))),
+    )
+    .await
+    .unwrap();
+    assert!(
+        rerun_if_changed(ws, &p, BTreeMap::new())
+            .await
+            .unwrap()
+            .is_none()
+    );
+    // An input changes: rerun, and its rows are a full run's.
+    let reviews = TableName::parse("learning.reviews").unwrap();
+    let r = rewrite_rows(
+        &ws.warehouse,
+        &reviews,
+        &RowRewrite::delete(Predicate::eq("learner_id", Value::Int(3590))),
+    )
+    .await
+    .unwrap();
+    assert!(r.rows_matched > 0, "learner 3590 has reviews");
+    let rerun = rerun_if_changed(ws, &p, BTreeMap::new())
+        .await
+        .unwrap()
+        .expect("rerun after its input changed");
+    assert_ne!(rerun.snapshot_id, snap(&built));
+    let after_rerun = contents(ws).await[target].clone();
+    run(ws, &p).await.unwrap();
+    assert_eq!(contents(ws).await[target], after_rerun);
+    // The target changed by something else than its pipeline: rerun.
+    let t = TableName::parse(target).unwrap();
+    rewrite_rows(
+        &ws.warehouse,
+        &t,
+        &RowRewrite::delete(Predicate::eq("course_id", Value::Int(1))),
+    )
+    .await
+    .unwrap();
+    assert!(
+        rerun_if_changed(ws, &p, BTreeMap::new())
+            .await
+            .unwrap()
+            .is_some()
+    );
+}

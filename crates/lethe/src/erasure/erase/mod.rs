@@ -74,7 +74,7 @@ use crate::erasure::case::{RequestSpec, read_case, valid_request_id};
 use crate::erasure::plan::Action;
 use crate::erasure::register::{Entry, Register, RegisterKey, default_key_file};
 use crate::error::{Error, Result};
-use crate::pipeline::{Pipeline, run_with};
+use crate::pipeline::{Pipeline, rerun_if_changed};
 use crate::workspace::Workspace;
 use journal::save_journal;
 use prepare::{Planned, plan_erasure};
@@ -448,8 +448,10 @@ async fn run_step(
             let p = Pipeline::find(&ws.config.paths.pipelines, &pname)?;
             let mut extra = BTreeMap::new();
             extra.insert("erasure-request".to_string(), tag.to_string());
-            let run = run_with(ws, &p, extra).await?;
-            Ok((run.snapshot_id, None))
+            // A pipeline none of whose inputs changed (the subject had no rows in them, or
+            // a resumed erasure reran it already) is not run again.
+            let run = rerun_if_changed(ws, &p, extra).await?;
+            Ok((run.and_then(|r| r.snapshot_id), None))
         }
         Action::NoAction | Action::Unresolved => Ok((None, None)),
     }

@@ -181,7 +181,11 @@ pub async fn commit(
         attempt += 1;
         let table = wh.load(name).await?;
         let policy = RetryPolicy::of(&table)?;
-        let Some(planned) = action.plan(wh, &table).await? else {
+        // What planning writes is synced in one pass before the swap (store::local_io).
+        wh.store.defer_syncs();
+        let planned = action.plan(wh, &table).await;
+        let synced = wh.store.sync_deferred();
+        let Some(planned) = planned? else {
             return Ok(None);
         };
         let cleanup = |files: &[String]| {
@@ -191,6 +195,10 @@ pub async fn commit(
                 }
             }
         };
+        if let Err(e) = synced {
+            cleanup(&planned.written);
+            return Err(e);
+        }
         let change = TableChange {
             requirements: &planned.requirements,
             updates: &planned.updates,

@@ -12,6 +12,7 @@
 //! [`FileStore::delete_version`].
 
 pub mod iceberg_io;
+pub mod local_io;
 pub mod s3;
 
 use std::fmt::Debug;
@@ -240,6 +241,15 @@ pub trait FileStore: Send + Sync + Debug {
     }
     /// Whether a file exists.
     fn exists(&self, location: &str) -> Result<bool>;
+    /// Defers the syncs of the files written from now on until [`FileStore::sync_deferred`]
+    /// (a commit calls it before planning: see [`crate::store::local_io`]). Stores that make
+    /// each write durable by itself (object stores) ignore it.
+    fn defer_syncs(&self) {}
+    /// Ends a deferral begun by [`FileStore::defer_syncs`]: every file written since is
+    /// durable when this returns (for the outermost deferral).
+    fn sync_deferred(&self) -> Result<()> {
+        Ok(())
+    }
     /// Takes the storage settings a catalog returned with a table (`loadTable`'s `config`:
     /// vended credentials, endpoint) for the files under `table_location`. Stores that need
     /// none ignore them.
@@ -276,6 +286,7 @@ impl Debug for TableConfig {
 #[derive(Debug, Clone)]
 pub struct LocalStore {
     file_io: FileIO,
+    syncs: local_io::Syncs,
 }
 
 impl Default for LocalStore {
@@ -287,8 +298,10 @@ impl Default for LocalStore {
 impl LocalStore {
     /// A local store.
     pub fn new() -> Self {
+        let syncs = local_io::Syncs::default();
         LocalStore {
-            file_io: FileIO::new_with_fs(),
+            file_io: local_io::file_io(syncs.clone()),
+            syncs,
         }
     }
 
@@ -302,6 +315,7 @@ struct LocalSink {
     path: PathBuf,
     file: std::io::BufWriter<std::fs::File>,
     written: u64,
+    syncs: local_io::Syncs,
 }
 
 impl Write for LocalSink {
@@ -319,9 +333,8 @@ impl FileSink for LocalSink {
     fn finish(&mut self) -> Result<u64> {
         let path = self.path.display().to_string();
         self.file.flush().map_err(|e| Error::io(path.clone(), e))?;
-        self.file
-            .get_ref()
-            .sync_all()
+        self.syncs
+            .written(self.path.clone(), self.file.get_ref())
             .map_err(|e| Error::io(path, e))?;
         Ok(self.written)
     }
@@ -370,6 +383,14 @@ pub fn normalize_local(location: &str) -> Result<PathBuf> {
 impl FileStore for LocalStore {
     fn file_io(&self) -> &FileIO {
         &self.file_io
+    }
+
+    fn defer_syncs(&self) {
+        self.syncs.begin();
+    }
+
+    fn sync_deferred(&self) -> Result<()> {
+        self.syncs.end()
     }
 
     fn kind(&self) -> StoreKind {
@@ -453,6 +474,7 @@ impl FileStore for LocalStore {
             path: p,
             file: std::io::BufWriter::with_capacity(1 << 20, file),
             written: 0,
+            syncs: self.syncs.clone(),
         }))
     }
 

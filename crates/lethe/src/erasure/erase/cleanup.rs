@@ -1,6 +1,6 @@
 //! Durable step 4 of an erasure: the cleanup of every table the erasure changed.
 //!
-//! Per table, two phases, each recorded in the journal when done: `history`, one commit that
+//! Two phases, each run on every table and then recorded in the journal: `history`, one commit that
 //! rewrites manifests holding DELETED entries, expires every snapshot older than the
 //! erasure's commits (the one before the rewrite included) and empties the metadata log
 //! ([`lethe_iceberg::ops::history`]: the state Iceberg Java's manifest rewrite, expiry and a
@@ -68,21 +68,30 @@ pub(super) async fn clean_up(
     let tables = changed_tables(journal);
     let n = tables.len();
     let mut locations = None;
-    for (k, table) in tables.into_iter().enumerate() {
-        let name = TableName::parse(&table)?;
-        let mut c = journal.cleanup.get(&table).cloned().unwrap_or_default();
-        for phase in PHASES {
-            if c.phases.contains(phase)
-                || (phase == "purge-versions" && !ws.config.storage.purge_versions)
-            {
+    // Phase by phase over every table, the journal saved once per phase: each phase is
+    // idempotent (a history already purged commits nothing more, a sweep finds nothing left
+    // to remove), so a crash before the save only repeats the phase on the tables already
+    // done — to the same end state; their counts then say what the repeat did.
+    for phase in PHASES {
+        if phase == "purge-versions" && !ws.config.storage.purge_versions {
+            continue;
+        }
+        let mut ran = false;
+        for (k, table) in tables.iter().enumerate() {
+            let mut c = journal.cleanup.get(table).cloned().unwrap_or_default();
+            if c.phases.contains(phase) {
                 continue;
             }
+            let name = TableName::parse(table)?;
             progress(&format!("cleanup {phase} {}/{n} {table}", k + 1));
             run_phase(ws, &name, phase, tag, min_age, &mut c, &mut locations).await?;
             c.phases.insert(phase.to_string());
-            journal.cleanup.insert(table.clone(), c.clone());
+            journal.cleanup.insert(table.clone(), c);
+            ran = true;
+        }
+        if ran {
             save_journal(ws, journal)?;
-            durable_step(&format!("cleanup {table} {phase}"));
+            durable_step(&format!("cleanup {phase}"));
         }
     }
     Ok(())

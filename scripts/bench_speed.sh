@@ -16,6 +16,8 @@
 #    same path.
 # LETHE_BEFORE=/path/to/lethe: the scan part also runs that binary (an older build), each of
 # its runs right after the current one's on the same files ("before" and "after" interleaved).
+# and the erase part has that binary erase a --warehouse-only copy too, in
+# the same rounds ("before-wh"): a before/after comparison on the same machine state.
 # Uses the release binary (set CARGO_TARGET_DIR to reuse a build) and the PyIceberg venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -91,12 +93,17 @@ for scale in $erase_scales; do
   for who in lethe py; do "$lethe" demo init --dir "$out/erase$scale-$who" --scale "$scale" > /dev/null 2>&1; done
   # The same warehouse without the stores outside it (PyIceberg's side does only the warehouse).
   "$lethe" demo init --dir "$out/erase$scale-wh" --scale "$scale" --warehouse-only > /dev/null 2>&1
+  sides="lethe wh py"
+  if [ -n "${LETHE_BEFORE:-}" ]; then
+    "$lethe" demo init --dir "$out/erase$scale-bwh" --scale "$scale" --warehouse-only > /dev/null 2>&1
+    sides="bwh lethe wh py"
+  fi
   echo "disk=$(du -sh "$out/erase$scale-lethe" | cut -f1) per copy"
   (cd "$out/erase$scale-py" && "$lethe" explain --subject learner=3590 --json > "$out/plan-$scale.json")
   # Each round erases a fresh copy restored at the same path (the catalog holds absolute paths).
-  for who in lethe py wh; do cp -a "$out/erase$scale-$who" "$out/erase$scale-$who.pristine"; done
+  for who in $sides; do cp -a "$out/erase$scale-$who" "$out/erase$scale-$who.pristine"; done
   for round in $(seq "$rounds"); do
-    for who in lethe wh py; do
+    for who in $sides; do
       d="$out/erase$scale-$who"
       if [ "$round" -gt 1 ]; then rm -rf "$d"; cp -a "$d.pristine" "$d"; fi
       sync
@@ -110,9 +117,10 @@ for scale in $erase_scales; do
           kill "$vendor"; wait "$vendor" 2> /dev/null || true
           ;;
         wh) (cd "$d" && timed "erase-lethe-wh-$scale-$round" "$lethe" erase --subject learner=3590 --request e-1 --min-age 0 --json) || true ;;
+        bwh) (cd "$d" && timed "erase-before-wh-$scale-$round" "$LETHE_BEFORE" erase --subject learner=3590 --request e-1 --min-age 0 --json) || true ;;
         py) (cd "$d" && timed "erase-py-$scale-$round" "$py" "$scripts/bench_erase_py.py" catalog.db warehouse "$out/plan-$scale.json" && cat "$out/erase-py-$scale-$round.out") ;;
       esac
     done
   done
-  for who in lethe py wh; do rm -rf "$out/erase$scale-$who" "$out/erase$scale-$who.pristine"; done
+  for who in $sides; do rm -rf "$out/erase$scale-$who" "$out/erase$scale-$who.pristine"; done
 done

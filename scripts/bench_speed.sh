@@ -96,6 +96,8 @@ for scale in $erase_scales; do
   sides="lethe wh py"
   if [ -n "${LETHE_BEFORE:-}" ]; then
     "$lethe" demo init --dir "$out/erase$scale-bwh" --scale "$scale" --warehouse-only > /dev/null 2>&1
+    # The catalog as a lethe before WAL mode left it (rollback journal).
+    "$py" -c 'import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); print("before-wh journal_mode:", c.execute("PRAGMA journal_mode=DELETE").fetchone()[0]); c.close()' "$out/erase$scale-bwh/catalog.db"
     sides="bwh lethe wh py"
   fi
   echo "disk=$(du -sh "$out/erase$scale-lethe" | cut -f1) per copy"

@@ -219,7 +219,10 @@ CREATE TABLE IF NOT EXISTS iceberg_namespace_properties (
     PRIMARY KEY (catalog_name, namespace, property_key)
 );";
 
-/// Puts a SQLite catalog in write-ahead-log mode with `synchronous=FULL`.
+/// `synchronous=FULL` on every connection, and a catalog database lethe creates in
+/// write-ahead-log mode. A database that existed before keeps its journal mode: the mode is
+/// stored in the file, and lethe doesn't change a catalog it only reads (`lethe discover` on
+/// PyIceberg's catalog) nor the settings of one it writes to.
 ///
 /// Durability: in WAL mode with `synchronous=FULL`, SQLite syncs the log at every commit
 /// before the commit returns, so a pointer swap that returned survives a crash or power loss,
@@ -231,14 +234,17 @@ CREATE TABLE IF NOT EXISTS iceberg_namespace_properties (
 /// removes it. When the mode can't be set (another process holds the database, a file
 /// system without shared memory) the database keeps its mode: nothing is lost, commits only
 /// cost more syncs.
-fn write_ahead_log(conn: &Connection) {
+fn sync_settings(conn: &Connection, created: bool) {
+    if let Err(e) = conn.pragma_update(None, "synchronous", "FULL") {
+        tracing::debug!("catalog database keeps its synchronous setting: {e}");
+    }
+    if !created {
+        return;
+    }
     match conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0)) {
         Ok(mode) if mode.eq_ignore_ascii_case("wal") => {}
         Ok(mode) => tracing::debug!("catalog database stays in journal mode {mode}"),
         Err(e) => tracing::debug!("catalog database stays in its journal mode: {e}"),
-    }
-    if let Err(e) = conn.pragma_update(None, "synchronous", "FULL") {
-        tracing::debug!("catalog database keeps its synchronous setting: {e}");
     }
 }
 
@@ -249,9 +255,10 @@ impl SqlCatalog {
             std::fs::create_dir_all(parent)
                 .map_err(|e| Error::io(parent.display().to_string(), e))?;
         }
+        let created = !path.exists();
         let conn = Connection::open(path)?;
         conn.busy_timeout(Duration::from_secs(10))?;
-        write_ahead_log(&conn);
+        sync_settings(&conn, created);
         conn.execute_batch(CREATE_TABLES)?;
         // A catalog created by an older JdbcCatalog / PyIceberg (v0 schema) lacks iceberg_type.
         if !Self::has_type_column(&conn) {
@@ -832,6 +839,17 @@ mod tests {
             })
             .unwrap();
         assert_eq!(loc, "file:///m2.json");
+        // A database lethe didn't create keeps its journal mode (its file is not changed).
+        let theirs = dir.path().join("theirs.db");
+        Connection::open(&theirs)
+            .unwrap()
+            .execute_batch(CREATE_TABLES)
+            .unwrap();
+        let bytes = std::fs::read(&theirs).unwrap();
+        let c = SqlCatalog::open("lethe", &theirs).unwrap();
+        c.list_tables().await.unwrap();
+        drop(c);
+        assert_eq!(std::fs::read(&theirs).unwrap(), bytes);
     }
 
     #[tokio::test]

@@ -75,6 +75,18 @@ stop_all() {
   rm -f "$state/ballista.env"
 }
 
+# Executor $4 of the cluster in $1 (binary $2, scheduler port $3), in the background; its pid in
+# executor-$4.pid, its log in executor-$4.log.
+start_executor() {
+  local dir=$1 bin=$2 port=$3 i=$4 fp=
+  mkdir -p "$dir/executor-$i"
+  [ "$i" = 1 ] && fp=${LETHE_EXECUTOR1_FAILPOINTS:-}
+  FAILPOINTS="$fp" LETHE_LOG="${LETHE_EXECUTOR_LOG:-info},ballista_executor::executor_server=info" setsid "$bin" executor --scheduler "127.0.0.1:$port" \
+    --tasks "${LETHE_EXECUTOR_TASKS:-2}" --work-dir "$dir/executor-$i/work" \
+    >"$dir/executor-$i.log" 2>&1 </dev/null &
+  echo $! >"$dir/executor-$i.pid"
+}
+
 start_all() {
   local state=$1 n=$2 dir="$1/ballista" bin port pid i t0 pids=""
   bin=$(lethe_bin)
@@ -98,22 +110,28 @@ start_all() {
   done
   [ -n "$port" ] || die "the scheduler did not start"
   for i in $(seq "$n"); do
-    mkdir -p "$dir/executor-$i"
-    fp=; [ "$i" = 1 ] && fp=${LETHE_EXECUTOR1_FAILPOINTS:-}
-    FAILPOINTS="$fp" LETHE_LOG="${LETHE_EXECUTOR_LOG:-info},ballista_executor::executor_server=info" setsid "$bin" executor --scheduler "127.0.0.1:$port" \
-      --tasks "${LETHE_EXECUTOR_TASKS:-2}" --work-dir "$dir/executor-$i/work" \
-      >"$dir/executor-$i.log" 2>&1 </dev/null &
-    echo $! >"$dir/executor-$i.pid"
-    pids="$pids $!"
+    start_executor "$dir" "$bin" "$port" "$i"
   done
-  # Ready when every executor has registered with the scheduler.
+  # Ready when every executor has registered with the scheduler. Ballista 53's executor logs
+  # "listening" and registers before its gRPC server accepts, and the scheduler's connection
+  # back to it can be refused ("Failed to register executor ... Connection refused"): the
+  # executor then exits. Such an executor is started again (up to 3 attempts, each logged).
   for i in $(seq "$n"); do
-    for _ in $(seq 300); do
-      grep -q "registration succeed" "$dir/executor-$i.log" 2>/dev/null && break
-      alive "$(cat "$dir/executor-$i.pid")" || { tail -n 20 "$dir/executor-$i.log" >&2; die "executor $i exited during start-up"; }
-      sleep 0.1
+    for attempt in 1 2 3; do
+      for _ in $(seq 300); do
+        grep -q "registration succeed" "$dir/executor-$i.log" 2>/dev/null && break
+        alive "$(cat "$dir/executor-$i.pid")" || break
+        sleep 0.1
+      done
+      grep -q "registration succeed" "$dir/executor-$i.log" && break
+      alive "$(cat "$dir/executor-$i.pid")" && { tail -n 20 "$dir/executor-$i.log" >&2; die "executor $i did not register in 30 s"; }
+      tail -n 20 "$dir/executor-$i.log" >&2
+      [ "$attempt" = 3 ] && die "executor $i exited during start-up (3 attempts)"
+      log "executor $i exited during start-up (attempt $attempt): starting it again"
+      cat "$dir/executor-$i.log" >>"$dir/executor-$i.failed.log"
+      start_executor "$dir" "$bin" "$port" "$i"
     done
-    grep -q "registration succeed" "$dir/executor-$i.log" || { tail -n 20 "$dir/executor-$i.log" >&2; die "executor $i did not register in 30 s"; }
+    pids="$pids $(cat "$dir/executor-$i.pid")"
   done
   log "Ballista ready in $(python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$t0" "$(date +%s.%N)") s (scheduler 127.0.0.1:$port, $n executors)"
   cat >"$state/ballista.env" <<EOF

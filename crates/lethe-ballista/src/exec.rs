@@ -47,6 +47,32 @@ fn properties(schema: SchemaRef, partitions: usize) -> Arc<PlanProperties> {
     ))
 }
 
+/// `plan` itself for no new children: lethe's operators are leaves (they read objects, not
+/// other plans' rows).
+pub(crate) fn leaf_with_new_children(
+    plan: Arc<dyn ExecutionPlan>,
+    children: &[Arc<dyn ExecutionPlan>],
+) -> DfResult<Arc<dyn ExecutionPlan>> {
+    if children.is_empty() {
+        Ok(plan)
+    } else {
+        Err(DataFusionError::Internal(format!(
+            "{} has no children",
+            plan.name()
+        )))
+    }
+}
+
+/// An error unless `partition` is one of the `tasks` partitions of `plan` (at least one).
+pub(crate) fn check_partition(plan: &str, partition: usize, tasks: usize) -> DfResult<()> {
+    if partition >= tasks.max(1) {
+        return Err(DataFusionError::Internal(format!(
+            "{plan} has no partition {partition}"
+        )));
+    }
+    Ok(())
+}
+
 /// Runs `work` on the blocking pool as the single batch of a stream.
 fn blocking_stream(
     schema: SchemaRef,
@@ -161,13 +187,7 @@ impl ExecutionPlan for ProofScanExec {
         self: Arc<Self>,
         children: Vec<Arc<dyn ExecutionPlan>>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
-        if children.is_empty() {
-            Ok(self)
-        } else {
-            Err(DataFusionError::Internal(
-                "ProofScanExec has no children".into(),
-            ))
-        }
+        leaf_with_new_children(self, &children)
     }
 
     fn execute(
@@ -177,11 +197,7 @@ impl ExecutionPlan for ProofScanExec {
     ) -> DfResult<SendableRecordBatchStream> {
         let traces = self.traces()?;
         let job = self.job.clone();
-        if partition >= job.tasks.len().max(1) {
-            return Err(DataFusionError::Internal(format!(
-                "ProofScanExec has no partition {partition}"
-            )));
-        }
+        check_partition(self.name(), partition, job.tasks.len())?;
         Ok(blocking_stream(scan_schema(), move || {
             scan_task(&job, &traces, partition)
         }))
@@ -459,13 +475,7 @@ impl ExecutionPlan for RewriteFilesExec {
         self: Arc<Self>,
         children: Vec<Arc<dyn ExecutionPlan>>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
-        if children.is_empty() {
-            Ok(self)
-        } else {
-            Err(DataFusionError::Internal(
-                "RewriteFilesExec has no children".into(),
-            ))
-        }
+        leaf_with_new_children(self, &children)
     }
 
     fn execute(
@@ -475,11 +485,7 @@ impl ExecutionPlan for RewriteFilesExec {
     ) -> DfResult<SendableRecordBatchStream> {
         let prepared = self.prepared()?;
         let work = self.work.clone();
-        if partition >= work.tasks.len().max(1) {
-            return Err(DataFusionError::Internal(format!(
-                "RewriteFilesExec has no partition {partition}"
-            )));
-        }
+        check_partition(self.name(), partition, work.tasks.len())?;
         Ok(blocking_stream(rewrite_schema(), move || {
             rewrite_task(&work, &prepared, partition)
         }))

@@ -205,13 +205,7 @@ impl ExecutionPlan for SnapshotScanExec {
         self: Arc<Self>,
         children: Vec<Arc<dyn ExecutionPlan>>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
-        if children.is_empty() {
-            Ok(self)
-        } else {
-            Err(DataFusionError::Internal(
-                "SnapshotScanExec has no children".into(),
-            ))
-        }
+        crate::exec::leaf_with_new_children(self, &children)
     }
 
     fn execute(
@@ -219,11 +213,7 @@ impl ExecutionPlan for SnapshotScanExec {
         partition: usize,
         _context: Arc<TaskContext>,
     ) -> DfResult<SendableRecordBatchStream> {
-        if partition >= self.work.tasks.len().max(1) {
-            return Err(DataFusionError::Internal(format!(
-                "SnapshotScanExec has no partition {partition}"
-            )));
-        }
+        crate::exec::check_partition(self.name(), partition, self.work.tasks.len())?;
         let files: Vec<usize> = self.work.tasks.get(partition).cloned().unwrap_or_default();
         let work = self.work.clone();
         let projection = self.projection.clone();

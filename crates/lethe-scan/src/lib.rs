@@ -216,15 +216,7 @@ pub fn scan(
             }
         }
     }
-    let mut report = ScanReport {
-        files: Vec::new(),
-        files_read: 0,
-        bytes_read: 0,
-        unreadable: 0,
-        files_holding: 0,
-        hits: 0,
-        seconds: 0.0,
-    };
+    let mut report = ScanReport::default();
     for f in &files {
         report.count(f);
     }
@@ -280,15 +272,7 @@ where
             .unwrap_or(1),
         n => n,
     };
-    let mut report = ScanReport {
-        files: Vec::new(),
-        files_read: 0,
-        bytes_read: 0,
-        unreadable: 0,
-        files_holding: 0,
-        hits: 0,
-        seconds: 0.0,
-    };
+    let mut report = ScanReport::default();
     let (work_tx, work_rx) = mpsc::sync_channel::<ObjectEntry>(OBJECTS_AHEAD);
     let work_rx = std::sync::Mutex::new(work_rx);
     let (done_tx, done_rx) = mpsc::channel::<(u64, FileReport)>();

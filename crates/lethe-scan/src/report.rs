@@ -166,8 +166,8 @@ impl FileReport {
     }
 }
 
-/// The result of a whole scan.
-#[derive(Clone, Debug, Serialize)]
+/// The result of a whole scan (`Default`: nothing counted yet).
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct ScanReport {
     /// One report per file, in path order.
     pub files: Vec<FileReport>,

@@ -256,15 +256,7 @@ where
     let reports = engine
         .scan_objects(subjects, prefix, objects, &|_| {})
         .await?;
-    let mut report = ScanReport {
-        files: Vec::new(),
-        files_read: 0,
-        bytes_read: 0,
-        unreadable: 0,
-        files_holding: 0,
-        hits: 0,
-        seconds: 0.0,
-    };
+    let mut report = ScanReport::default();
     for f in reports {
         report.count(&f);
         on_file(f);

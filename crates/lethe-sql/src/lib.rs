@@ -7,6 +7,9 @@
 //! nodes it does not understand are errors, and user-defined functions are reported as
 //! opaque.
 //!
+//! [`incremental`] says which output rows of a query a change of its input rows can alter,
+//! so that a derived table can be recomputed for those rows only.
+//!
 //! See the [`lineage`] module for exactly what is and is not guaranteed.
 
 #![warn(missing_docs)]
@@ -15,6 +18,7 @@ mod analyze;
 mod builtins;
 mod deps;
 mod error;
+pub mod incremental;
 pub mod lineage;
 pub mod openlineage;
 

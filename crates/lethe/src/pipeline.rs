@@ -48,6 +48,9 @@ use lethe_iceberg::catalog::TableName;
 use lethe_iceberg::ops::rewrite::replace_contents;
 use lethe_iceberg::writer::WriteOptions;
 
+mod recompute;
+pub use recompute::recompute;
+
 /// The producer URI lethe stamps on its lineage events.
 pub const PRODUCER: &str = concat!(
     "https://github.com/lethe-erasure/lethe/tree/v",
@@ -178,6 +181,64 @@ pub struct PipelineRun {
     pub lineage_file: PathBuf,
     /// Where the query ran: `local`, or the engine's name (`ballista`).
     pub engine: String,
+}
+
+/// How [`recompute`] brought a pipeline's target up to date.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecomputeMode {
+    /// Nothing the pipeline reads changed since it built its target: nothing ran.
+    Unchanged,
+    /// Only the target rows whose key the changed input rows carry were rebuilt.
+    Incremental,
+    /// The whole query ran and replaced the target.
+    Full,
+}
+
+/// The account of one [`recompute`]: what ran and, when it was not incremental, why. Holds
+/// column names and counts, never a key's value (a key may be a person's ID).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct Recompute {
+    /// What ran.
+    pub mode: RecomputeMode,
+    /// Incremental: the target's column whose values select the rows rebuilt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// Incremental: how many distinct keys the changed rows carry (the rows rebuilt are those
+    /// with these keys).
+    #[serde(default)]
+    pub keys: usize,
+    /// Full: why the recompute was not incremental.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl std::fmt::Display for Recompute {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.mode {
+            RecomputeMode::Unchanged => write!(f, "not rerun: nothing it reads changed"),
+            RecomputeMode::Incremental => write!(
+                f,
+                "incremental: the rows of {} key(s) of {} recomputed",
+                self.keys,
+                self.key.as_deref().unwrap_or_default()
+            ),
+            RecomputeMode::Full => write!(
+                f,
+                "full run: {}",
+                self.reason.as_deref().unwrap_or("not incremental")
+            ),
+        }
+    }
+}
+
+/// What [`recompute`] did: the run (None when nothing was committed) and how.
+#[derive(Debug, Clone, Serialize)]
+pub struct Recomputed {
+    /// The run, if one committed or wrote anything.
+    pub run: Option<PipelineRun>,
+    /// How.
+    pub how: Recompute,
 }
 
 /// The DataFusion provider lethe reads `table` through (pipelines and the enforced query
@@ -349,36 +410,14 @@ async fn inputs_read(
     Ok(Some(out))
 }
 
-/// Reruns `p` unless nothing it reads changed since it built its target: the target's current
-/// snapshot is `p`'s own commit (nothing changed the table since) and that commit recorded
-/// the same query over the same snapshot of every table the query names ([`INPUTS_KEY`]).
-/// Then a rerun would read exactly the rows the target was built from and write the same
-/// rows again: None, nothing committed. (A query whose result depends on the clock is built
-/// from the same rows too: what an erasure needs, that no row of the subject reaches the
-/// target that isn't in its inputs, holds either way.) Whenever what it reads can't be told
-/// ([`inputs_read`]), the pipeline reruns.
+/// Reruns `p` unless nothing it reads changed since it built its target (see [`recompute`],
+/// which this is without the account of how): the rows written are a full run's.
 pub async fn rerun_if_changed(
     ws: &Workspace,
     p: &Pipeline,
     extra: BTreeMap<String, String>,
 ) -> Result<Option<PipelineRun>> {
-    let named = tables_named(&SessionContext::new(), &p.sql);
-    let restrictions = crate::requests::scope::Restrictions::active(&ws.config.paths.state)?;
-    let inputs = inputs_read(ws, p, named.as_ref(), &restrictions).await?;
-    if let Some(now) = &inputs
-        && ws.warehouse.catalog.table_exists(&p.target).await?
-    {
-        let target = ws.warehouse.load(&p.target).await?;
-        if let Some(s) = target.current_snapshot() {
-            let props = &s.summary().additional_properties;
-            if props.get("lethe-pipeline") == Some(&p.name) && props.get(INPUTS_KEY) == Some(now) {
-                return Ok(None);
-            }
-        }
-    }
-    run_over(ws, p, extra, named, restrictions, inputs)
-        .await
-        .map(Some)
+    Ok(recompute(ws, p, extra).await?.run)
 }
 
 /// A run over a session of the tables `named` (all, when None), recording `inputs`.
@@ -450,20 +489,7 @@ async fn run_over(
         )
         .await?;
     }
-    // Generated properties, when the warehouse uses them, are applied before writing so the
-    // rebuilt files carry the right metrics (a rebuilt table must not lose them).
-    if crate::lifecycle::properties::in_use(wh).await? {
-        let gov = ws.governance()?;
-        let t = wh.load(&p.target).await?;
-        let g = crate::lifecycle::properties::generate(&t, &gov);
-        if !crate::lifecycle::properties::missing(&t, &g).is_empty() {
-            let mut a = lethe_iceberg::commit::SetProperties {
-                set: g.set.into_iter().collect(),
-                remove: g.remove,
-            };
-            lethe_iceberg::commit::commit(wh, &p.target, &mut a).await?;
-        }
-    }
+    apply_generated_properties(ws, &p.target).await?;
     let mut summary = extra;
     summary.insert("lethe-pipeline".to_string(), p.name.clone());
     if let Some(inputs) = inputs {
@@ -489,6 +515,25 @@ async fn run_over(
         lineage_file,
         engine,
     })
+}
+
+/// Generated properties, when the warehouse uses them, are applied before writing so the
+/// rebuilt files carry the right metrics (a rebuilt table must not lose them).
+async fn apply_generated_properties(ws: &Workspace, target: &TableName) -> Result<()> {
+    let wh = &ws.warehouse;
+    if crate::lifecycle::properties::in_use(wh).await? {
+        let gov = ws.governance()?;
+        let t = wh.load(target).await?;
+        let g = crate::lifecycle::properties::generate(&t, &gov);
+        if !crate::lifecycle::properties::missing(&t, &g).is_empty() {
+            let mut a = lethe_iceberg::commit::SetProperties {
+                set: g.set.into_iter().collect(),
+                remove: g.remove,
+            };
+            lethe_iceberg::commit::commit(wh, target, &mut a).await?;
+        }
+    }
+    Ok(())
 }
 
 /// The pipeline's rows computed on the workspace's query engine (`[engine]`, `--engine`), or

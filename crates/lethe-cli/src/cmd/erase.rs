@@ -221,6 +221,11 @@ fn print_summary(
     if j.requests.len() == 1 && !dry_run {
         let m = lethe::erasure::manifest::of_request(ws, j, &j.requests[0].request, None)?;
         print_manifest(&m);
+        for s in &j.steps {
+            if let Some(h) = &s.recompute {
+                println!("{} {}: {h}", s.action, s.table);
+            }
+        }
     } else {
         let mut rows: Vec<Vec<String>> = Vec::new();
         for s in j.stores.iter().filter(|s| s.before_warehouse) {

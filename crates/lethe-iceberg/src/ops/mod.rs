@@ -1,5 +1,6 @@
 //! Operations on tables, each in its own module: plan, then execute, report what was done.
 
+pub mod changes;
 pub mod expire;
 pub mod history;
 pub mod manifests;

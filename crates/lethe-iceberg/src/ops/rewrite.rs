@@ -87,6 +87,10 @@ pub struct RowRewrite {
     pub options: WriteOptions,
     /// Where the per-file work runs (None: in this process). See [`crate::ops::rewrite_tasks`].
     pub engine: Option<Arc<dyn RewriteEngine>>,
+    /// Rows added in the same commit (in any Arrow schema whose columns match the table's by
+    /// name; written in this process): with a delete, the commit replaces the selected rows
+    /// by these. Empty by default.
+    pub insert: Vec<RecordBatch>,
 }
 
 impl RowRewrite {
@@ -98,6 +102,7 @@ impl RowRewrite {
             summary: BTreeMap::new(),
             options: WriteOptions::default(),
             engine: None,
+            insert: Vec::new(),
         }
     }
 
@@ -120,6 +125,18 @@ impl RowRewrite {
     /// Runs the per-file work on `engine` (a dry run still reads in this process).
     pub fn with_engine(mut self, engine: Option<Arc<dyn RewriteEngine>>) -> Self {
         self.engine = engine;
+        self
+    }
+
+    /// Adds `rows` in the same commit (see [`RowRewrite::insert`]).
+    pub fn with_rows(mut self, rows: Vec<RecordBatch>) -> Self {
+        self.insert = rows;
+        self
+    }
+
+    /// Writer options (files of at most so many rows, …).
+    pub fn with_options(mut self, options: WriteOptions) -> Self {
+        self.options = options;
         self
     }
 
@@ -154,6 +171,8 @@ pub struct RewriteReport {
     pub rows_in_table: u64,
     /// Rows written again to keep them.
     pub rows_rewritten: u64,
+    /// Rows added by the change itself ([`RowRewrite::insert`]).
+    pub rows_inserted: u64,
     /// Delete files removed because they no longer apply to any live data file, or held
     /// only rows the change removed (by location).
     pub delete_files_removed: Vec<String>,
@@ -376,6 +395,13 @@ impl TableAction for Action<'_> {
             Ok(())
         }
         .await;
+        // The rows the change adds, in files of their own.
+        let result = match (result, writer.as_mut()) {
+            (Ok(()), Some(w)) if !self.spec.insert.is_empty() => {
+                insert_rows(w, table, sort.as_ref(), &self.spec.insert, &mut report)
+            }
+            (r, _) => r,
+        };
         let mut written_so_far = writer.as_ref().map(|w| w.locations()).unwrap_or_default();
         written_so_far.extend(engine_added.iter().map(|d| d.file_path().to_string()));
         if let Err(e) = result {
@@ -423,7 +449,7 @@ impl TableAction for Action<'_> {
             .cloned()
             .collect();
         self.report = report;
-        if removed.is_empty() || self.dry_run {
+        if (removed.is_empty() && self.report.rows_inserted == 0) || self.dry_run {
             discard(writer);
             return Ok(None);
         }
@@ -449,6 +475,7 @@ impl TableAction for Action<'_> {
         let operation = match (&self.spec.change, added.is_empty()) {
             (RowChange::RewriteAll, _) => Operation::Replace,
             (_, true) => Operation::Delete,
+            _ if removed.is_empty() => Operation::Append,
             (_, false) => Operation::Overwrite,
         };
         let mut changes = SnapshotChanges::new(operation);
@@ -465,6 +492,43 @@ impl TableAction for Action<'_> {
         changes.summary = self.spec.summary.clone();
         Ok(Some(produce_written(wh, table, changes).await?))
     }
+}
+
+/// Writes the rows a change adds ([`RowRewrite::insert`]), aligned to the table's schema and
+/// sorted by its sort order, into files of their own.
+fn insert_rows(
+    w: &mut TableWriter<'_>,
+    table: &LoadedTable,
+    sort: Option<&crate::sort::TableSort>,
+    rows: &[RecordBatch],
+    report: &mut RewriteReport,
+) -> Result<()> {
+    if has_row_lineage(&table.metadata) {
+        return Err(Error::invalid(format!(
+            "table `{}` is format v3: a row change that adds rows is not supported there",
+            table.name
+        )));
+    }
+    let schema = table.metadata.current_schema();
+    let target = crate::writer::arrow_schema(schema)?;
+    let aligned = rows
+        .iter()
+        .map(|b| crate::writer::align_batch(b, schema, &target))
+        .collect::<Result<Vec<_>>>()?;
+    let sorted;
+    let batches = match sort {
+        Some(s) => {
+            sorted = s.sort(&aligned, 65_536)?;
+            sorted.as_slice()
+        }
+        None => aligned.as_slice(),
+    };
+    w.roll()?;
+    for b in batches {
+        w.write(b)?;
+        report.rows_inserted += b.num_rows() as u64;
+    }
+    w.roll()
 }
 
 /// What a change does to the batches of one file.

@@ -234,8 +234,12 @@ pub fn build(
                     st.erase_columns.join(", ")
                 ),
                 _ => format!(
-                    "rebuilt by pipeline {}",
-                    st.pipeline.clone().unwrap_or_default()
+                    "rebuilt by pipeline {}{}",
+                    st.pipeline.clone().unwrap_or_default(),
+                    st.recompute
+                        .as_ref()
+                        .map(|h| format!(" ({h})"))
+                        .unwrap_or_default()
                 ),
             },
             records: rows.get(&st.table).copied().unwrap_or(0),

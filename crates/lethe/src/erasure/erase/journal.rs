@@ -49,6 +49,10 @@ pub struct JournalStep {
     /// its values kept in this journal).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held: Option<crate::erasure::plan::Held>,
+    /// RECOMPUTE: how the pipeline's target was brought up to date (unchanged, incremental
+    /// with its key column and how many keys, or a full run and why).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recompute: Option<crate::pipeline::Recompute>,
 }
 
 /// Cleanup counts for one table.

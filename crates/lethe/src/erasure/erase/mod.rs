@@ -74,7 +74,7 @@ use crate::erasure::case::{RequestSpec, read_case, valid_request_id};
 use crate::erasure::plan::Action;
 use crate::erasure::register::{Entry, Register, RegisterKey, default_key_file};
 use crate::error::{Error, Result};
-use crate::pipeline::{Pipeline, rerun_if_changed};
+use crate::pipeline::{Pipeline, Recompute, recompute};
 use crate::workspace::Workspace;
 use journal::save_journal;
 use prepare::{Planned, plan_erasure};
@@ -389,8 +389,12 @@ async fn run_steps(
         let step = journal.steps[i].clone();
         progress(&format!("{} {}", step.action, step.table));
         let started = Utc::now().to_rfc3339();
-        let (snapshot_id, rows) = run_step(ws, &step, tag).await?;
+        let (snapshot_id, rows, how) = run_step(ws, &step, tag).await?;
+        if let Some(h) = &how {
+            progress(&format!("{} {}: {h}", step.action, step.table));
+        }
         let s = &mut journal.steps[i];
+        s.recompute = how;
         s.started_at = Some(started);
         s.finished_at = Some(Utc::now().to_rfc3339());
         s.snapshot_id = snapshot_id;
@@ -405,13 +409,15 @@ async fn run_steps(
 }
 
 /// Carries out one step: DELETE as a row delete, REWRITE nulling the exception's columns,
-/// RECOMPUTE by rerunning the pipeline. Returns the snapshot committed and the rows matched
-/// (None where the step matches no rows by itself).
+/// RECOMPUTE by bringing the pipeline's target up to date ([`recompute`]: not rerun when
+/// nothing it reads changed, incrementally where provably the same, else a full run).
+/// Returns the snapshot committed, the rows matched (None where the step matches no rows by
+/// itself) and, for a RECOMPUTE, how it ran.
 async fn run_step(
     ws: &Workspace,
     step: &JournalStep,
     tag: &str,
-) -> Result<(Option<i64>, Option<u64>)> {
+) -> Result<(Option<i64>, Option<u64>, Option<Recompute>)> {
     let name = TableName::parse(&step.table)?;
     let column = || {
         step.column
@@ -424,12 +430,12 @@ async fn run_step(
                 .with_summary("erasure-request", tag.to_string())
                 .with_engine(ws.engines.rewrite.clone());
             let r = rewrite_rows(&ws.warehouse, &name, &spec).await?;
-            Ok((r.snapshot_id, Some(r.rows_matched)))
+            Ok((r.snapshot_id, Some(r.rows_matched), None))
         }
         Action::Rewrite => {
             let col = column()?;
             if step.erase_columns.is_empty() {
-                return Ok((None, None));
+                return Ok((None, None, None));
             }
             let spec = RowRewrite::set_null(
                 Predicate::is_in(col, step.values.clone()),
@@ -438,7 +444,7 @@ async fn run_step(
             .with_summary("erasure-request", tag.to_string())
             .with_engine(ws.engines.rewrite.clone());
             let r = rewrite_rows(&ws.warehouse, &name, &spec).await?;
-            Ok((r.snapshot_id, Some(r.rows_matched)))
+            Ok((r.snapshot_id, Some(r.rows_matched), None))
         }
         Action::Recompute => {
             let pname = step
@@ -449,11 +455,13 @@ async fn run_step(
             let mut extra = BTreeMap::new();
             extra.insert("erasure-request".to_string(), tag.to_string());
             // A pipeline none of whose inputs changed (the subject had no rows in them, or
-            // a resumed erasure reran it already) is not run again.
-            let run = rerun_if_changed(ws, &p, extra).await?;
-            Ok((run.and_then(|r| r.snapshot_id), None))
+            // a resumed erasure reran it already) is not run again; one whose changed rows
+            // bound the target rows they alter rebuilds those only.
+            let done = recompute(ws, &p, extra).await?;
+            tracing::info!("RECOMPUTE {}: {}", step.table, done.how);
+            Ok((done.run.and_then(|r| r.snapshot_id), None, Some(done.how)))
         }
-        Action::NoAction | Action::Unresolved => Ok((None, None)),
+        Action::NoAction | Action::Unresolved => Ok((None, None, None)),
     }
 }
 

@@ -482,6 +482,7 @@ async fn journal_steps(
             started_at: None,
             finished_at: None,
             held: s.held.clone(),
+            recompute: None,
         });
     }
     Ok(steps)

@@ -71,25 +71,30 @@ async fn unreferenced(ws: &Workspace) -> usize {
 pub(crate) async fn contents(ws: &Workspace) -> BTreeMap<String, Vec<String>> {
     let mut out = BTreeMap::new();
     for name in ws.warehouse.tables().await.unwrap() {
-        let t = ws.warehouse.load(&name).await.unwrap();
-        let batches = select_rows(&ws.warehouse, &t, &Predicate::True)
-            .await
-            .unwrap();
-        let mut rows = Vec::new();
-        for b in &batches {
-            for i in 0..b.num_rows() {
-                let cells: Vec<String> = b
-                    .columns()
-                    .iter()
-                    .map(|c| arrow::util::display::array_value_to_string(c, i).unwrap())
-                    .collect();
-                rows.push(cells.join("|"));
-            }
-        }
-        rows.sort();
-        out.insert(name.to_string(), rows);
+        out.insert(name.to_string(), table_rows(ws, &name).await);
     }
     out
+}
+
+/// One table's rows, as sorted debug lines.
+async fn table_rows(ws: &Workspace, name: &TableName) -> Vec<String> {
+    let t = ws.warehouse.load(name).await.unwrap();
+    let batches = select_rows(&ws.warehouse, &t, &Predicate::True)
+        .await
+        .unwrap();
+    let mut rows = Vec::new();
+    for b in &batches {
+        for i in 0..b.num_rows() {
+            let cells: Vec<String> = b
+                .columns()
+                .iter()
+                .map(|c| arrow::util::display::array_value_to_string(c, i).unwrap())
+                .collect();
+            rows.push(cells.join("|"));
+        }
+    }
+    rows.sort();
+    rows
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -693,4 +698,350 @@ async fn a_pipeline_is_rerun_only_when_an_input_changed() {
             .unwrap()
             .is_some()
     );
+}
+
+/// The rows a full run of `p` would write now (computed, not committed), as sorted lines.
+async fn full_run_rows(ws: &Workspace, p: &lethe::pipeline::Pipeline) -> Vec<String> {
+    let ctx = lethe::pipeline::session(ws).await.unwrap();
+    let batches = ctx.sql(&p.sql).await.unwrap().collect().await.unwrap();
+    let mut rows = Vec::new();
+    for b in &batches {
+        for i in 0..b.num_rows() {
+            let cells: Vec<String> = b
+                .columns()
+                .iter()
+                .map(|c| arrow::util::display::array_value_to_string(c, i).unwrap())
+                .collect();
+            rows.push(cells.join("|"));
+        }
+    }
+    rows.sort();
+    rows
+}
+
+/// Extra pipelines over the demo's tables for the incremental recompute's tests: (name, SQL
+/// after the header, whether a change of enrollments or reviews is recomputed incrementally,
+/// the reason's words when it is not).
+const RECOMPUTE_SHAPES: &[(&str, &str, Option<&str>)] = &[
+    (
+        "inner_join",
+        "SELECT e.course_id, count(*) AS n, sum(r.rating) AS stars FROM learning.enrollments e \
+         JOIN learning.reviews r ON r.course_id = e.course_id AND r.learner_id = e.learner_id GROUP BY e.course_id",
+        None,
+    ),
+    (
+        "having",
+        "SELECT e.course_id, count(DISTINCT e.learner_id) AS learners, max(e.enrolled_at) AS last \
+         FROM learning.enrollments e GROUP BY e.course_id HAVING count(*) > 2",
+        None,
+    ),
+    (
+        "lone_distinct",
+        "SELECT r.course_id, count(DISTINCT r.learner_id) AS reviewers FROM learning.reviews r GROUP BY r.course_id",
+        None,
+    ),
+    (
+        "right_join",
+        "SELECT c.course_id, count(e.enrollment_id) AS n FROM learning.enrollments e \
+         RIGHT JOIN learning.courses c ON c.course_id = e.course_id GROUP BY c.course_id",
+        None,
+    ),
+    (
+        "null_side_key",
+        "SELECT e.course_id, count(c.course_id) AS n FROM learning.courses c \
+         LEFT JOIN learning.enrollments e ON e.course_id = c.course_id GROUP BY e.course_id",
+        Some("no output column bounds"),
+    ),
+    (
+        "window",
+        "SELECT e.learner_id, e.course_id, CAST(row_number() OVER (PARTITION BY e.course_id ORDER BY e.enrollment_id) AS BIGINT) AS nth \
+         FROM learning.enrollments e",
+        Some("window"),
+    ),
+    (
+        "top_courses",
+        "SELECT course_id, count(*) AS n FROM learning.enrollments GROUP BY course_id ORDER BY n DESC, course_id LIMIT 5",
+        Some("LIMIT"),
+    ),
+];
+
+fn write_shapes(ws: &Workspace) -> Vec<lethe::pipeline::Pipeline> {
+    let dir = &ws.config.paths.pipelines;
+    let mut out = Vec::new();
+    for (name, sql, _) in RECOMPUTE_SHAPES {
+        std::fs::write(
+            dir.join(format!("{name}.sql")),
+            format!("-- lethe:target shapes.{name}\n{sql}\n"),
+        )
+        .unwrap();
+        out.push(lethe::pipeline::Pipeline::find(dir, name).unwrap());
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_incremental_recompute_equals_a_full_run_after_random_changes() {
+    use lethe::pipeline::{Pipeline, RecomputeMode, recompute, run};
+    let seed = seed(0x18_6);
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let demo = Demo::new().await;
+    let ws = &demo.ws;
+    let mut pipelines = write_shapes(ws);
+    pipelines.push(Pipeline::find(&ws.config.paths.pipelines, "course_performance").unwrap());
+    for p in &pipelines {
+        run(ws, p).await.unwrap();
+    }
+    let enrollments = TableName::parse("learning.enrollments").unwrap();
+    let reviews = TableName::parse("learning.reviews").unwrap();
+    let courses = TableName::parse("learning.courses").unwrap();
+    let mut incremental: BTreeMap<String, usize> = BTreeMap::new();
+    for round in 0..3 {
+        // Random subjects' rows deleted, some ratings nulled, sometimes a course deleted and
+        // an enrollment added.
+        let learners: Vec<Value> = (0..rng.random_range(1..6))
+            .map(|_| Value::Int(rng.random_range(1..=5_000)))
+            .collect();
+        let mut changed_courses = false;
+        for t in [&enrollments, &reviews] {
+            rewrite_rows(
+                &ws.warehouse,
+                t,
+                &RowRewrite::delete(Predicate::is_in("learner_id", learners.clone())),
+            )
+            .await
+            .unwrap();
+        }
+        rewrite_rows(
+            &ws.warehouse,
+            &reviews,
+            &RowRewrite::delete(Predicate::eq(
+                "review_id",
+                Value::Int(rng.random_range(1..=1_000)),
+            )),
+        )
+        .await
+        .unwrap();
+        rewrite_rows(
+            &ws.warehouse,
+            &reviews,
+            &RowRewrite::set_null(
+                Predicate::eq("learner_id", Value::Int(rng.random_range(1..=5_000))),
+                vec!["rating".into()],
+            ),
+        )
+        .await
+        .unwrap();
+        if rng.random_bool(0.5) {
+            changed_courses = true;
+            rewrite_rows(
+                &ws.warehouse,
+                &courses,
+                &RowRewrite::delete(Predicate::eq(
+                    "course_id",
+                    Value::Int(rng.random_range(1..=120)),
+                )),
+            )
+            .await
+            .unwrap();
+            let t = ws.warehouse.load(&enrollments).await.unwrap();
+            let one = select_rows(
+                &ws.warehouse,
+                &t,
+                &Predicate::eq("enrollment_id", Value::Int(rng.random_range(1..=100))),
+            )
+            .await
+            .unwrap();
+            append(
+                &ws.warehouse,
+                &enrollments,
+                &one,
+                BTreeMap::new(),
+                Default::default(),
+            )
+            .await
+            .unwrap();
+        }
+        for p in &pipelines {
+            let expected = full_run_rows(ws, p).await;
+            let done = recompute(ws, p, BTreeMap::new()).await.unwrap();
+            let shape = RECOMPUTE_SHAPES.iter().find(|s| s.0 == p.name);
+            match shape.and_then(|s| s.2) {
+                None => {
+                    assert_ne!(
+                        done.how.mode,
+                        RecomputeMode::Full,
+                        "seed {seed} round {round}: {} ({})",
+                        p.name,
+                        done.how
+                    );
+                    if done.how.mode == RecomputeMode::Incremental {
+                        *incremental.entry(p.name.clone()).or_insert(0) += 1;
+                    }
+                }
+                Some(why) => {
+                    assert_eq!(done.how.mode, RecomputeMode::Full, "{}", p.name);
+                    let reason = done.how.reason.clone().unwrap_or_default();
+                    assert!(reason.contains(why), "{}: {reason}", p.name);
+                }
+            }
+            let got = table_rows(ws, &p.target).await;
+            assert_eq!(
+                got, expected,
+                "seed {seed} round {round}: {} ({}; courses changed: {changed_courses}) differs from a full run",
+                p.name, done.how
+            );
+        }
+    }
+    for p in &pipelines {
+        let expected = RECOMPUTE_SHAPES
+            .iter()
+            .find(|s| s.0 == p.name)
+            .is_none_or(|s| s.2.is_none());
+        assert_eq!(
+            incremental.contains_key(&p.name),
+            expected,
+            "seed {seed}: {} incremental {incremental:?}",
+            p.name
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_demos_erasure_recomputes_course_performance_incrementally() {
+    use lethe::pipeline::{Pipeline, RecomputeMode};
+    let demo = Demo::new().await;
+    let ws = &demo.ws;
+    let report = erase(
+        ws,
+        &[request(3590, "e-incremental")],
+        &erase_opts(),
+        &|_| {},
+    )
+    .await
+    .unwrap();
+    let step = report
+        .journal
+        .steps
+        .iter()
+        .find(|s| s.table == "analytics.course_performance")
+        .unwrap();
+    let how = step
+        .recompute
+        .clone()
+        .expect("the RECOMPUTE says how it ran");
+    assert_eq!(how.mode, RecomputeMode::Incremental, "{how}");
+    assert_eq!(how.key.as_deref(), Some("course_id"));
+    assert!(
+        (1..=2).contains(&how.keys),
+        "learner 3590's two enrollments and one review name at most two courses: {how}"
+    );
+    let json = serde_json::to_value(&report.journal).unwrap();
+    assert!(
+        json["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["recompute"]["mode"] == "incremental"),
+        "the journal's JSON records the mode"
+    );
+    let target = TableName::parse("analytics.course_performance").unwrap();
+    let incremental = table_rows(ws, &target).await;
+    let p = Pipeline::find(&ws.config.paths.pipelines, "course_performance").unwrap();
+    assert_eq!(
+        incremental,
+        full_run_rows(ws, &p).await,
+        "a full run's rows"
+    );
+    assert_eq!(incremental.len(), 120, "one row per course");
+    let py = pyiceberg(
+        &demo.dir,
+        "read_tables.py",
+        &["analytics.course_performance"],
+        None,
+    );
+    assert_eq!(
+        py["analytics.course_performance"]["rows"],
+        serde_json::json!(incremental.len()),
+        "PyIceberg reads the incremental commit: {py}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_recompute_that_cant_be_incremental_runs_in_full_and_says_why() {
+    use lethe::pipeline::{Pipeline, RecomputeMode, recompute, run};
+    let demo = Demo::new().await;
+    let ws = &demo.ws;
+    let dir = ws.config.paths.pipelines.clone();
+    let mut p = Pipeline::find(&dir, "course_performance").unwrap();
+    let target = TableName::parse("analytics.course_performance").unwrap();
+    let enrollments = TableName::parse("learning.enrollments").unwrap();
+    let delete_enrollment = |id: i64| {
+        let ws = ws.clone();
+        let enrollments = enrollments.clone();
+        async move {
+            rewrite_rows(
+                &ws.warehouse,
+                &enrollments,
+                &RowRewrite::delete(Predicate::eq("enrollment_id", Value::Int(id))),
+            )
+            .await
+            .unwrap();
+        }
+    };
+    let check = |p: Pipeline, mode: RecomputeMode, why: &'static str| {
+        let ws = ws.clone();
+        let target = target.clone();
+        async move {
+            let expected = full_run_rows(&ws, &p).await;
+            let done = recompute(&ws, &p, BTreeMap::new()).await.unwrap();
+            assert_eq!(done.how.mode, mode, "{}", done.how);
+            let reason = done.how.reason.clone().unwrap_or_default();
+            assert!(reason.contains(why), "{why}: {reason}");
+            assert_eq!(table_rows(&ws, &target).await, expected);
+        }
+    };
+    run(ws, &p).await.unwrap();
+    check(p.clone(), RecomputeMode::Unchanged, "").await;
+    // The target changed by another writer: its rows are not the last run's.
+    rewrite_rows(
+        &ws.warehouse,
+        &target,
+        &RowRewrite::delete(Predicate::eq("course_id", Value::Int(1))),
+    )
+    .await
+    .unwrap();
+    delete_enrollment(1).await;
+    check(p.clone(), RecomputeMode::Full, "not this pipeline's commit").await;
+    // Then incremental again.
+    delete_enrollment(2).await;
+    check(p.clone(), RecomputeMode::Incremental, "").await;
+    // A changed row without a key: the rows it altered can't be told.
+    let t = ws.warehouse.load(&enrollments).await.unwrap();
+    let one = select_rows(
+        &ws.warehouse,
+        &t,
+        &Predicate::eq("enrollment_id", Value::Int(3)),
+    )
+    .await
+    .unwrap();
+    let b = &one[0];
+    let i = b.schema().index_of("course_id").unwrap();
+    let mut cols = b.columns().to_vec();
+    cols[i] = arrow::array::new_null_array(cols[i].data_type(), b.num_rows());
+    let keyless = arrow::array::RecordBatch::try_new(b.schema(), cols).unwrap();
+    append(
+        &ws.warehouse,
+        &enrollments,
+        &[keyless],
+        BTreeMap::new(),
+        Default::default(),
+    )
+    .await
+    .unwrap();
+    check(p.clone(), RecomputeMode::Full, "(NULL)").await;
+    // The query changed since the last run.
+    std::fs::write(&p.file, format!("{}-- counted again\n", p.sql)).unwrap();
+    p = Pipeline::find(&dir, "course_performance").unwrap();
+    delete_enrollment(4).await;
+    check(p.clone(), RecomputeMode::Full, "the query changed").await;
 }

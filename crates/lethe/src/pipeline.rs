@@ -11,7 +11,10 @@
 //! ```
 //!
 //! Lineage comes from the query's logical plan ([`lethe_sql::column_lineage`]), never from the
-//! SQL text. A failing pipeline leaves the target table as it was: nothing is committed until
+//! SQL text. Each run records the snapshot of every table it read ([`INPUTS_KEY`]); an
+//! erasure's RECOMPUTE ([`recompute`]) uses that record to skip a pipeline nothing of which
+//! changed, or to rebuild only the target rows whose key the changed input rows carry when
+//! the plan proves that is a full run's result ([`lethe_sql::incremental`]). A failing pipeline leaves the target table as it was: nothing is committed until
 //! the whole result is written.
 //!
 //! The query runs in this process, or — with a query engine (`[engine]`, `--engine ballista`;

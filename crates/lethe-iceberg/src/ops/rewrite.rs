@@ -27,7 +27,12 @@
 //! - Format v3: every moved row keeps its `_row_id` and, unless the change modified it, its
 //!   `_last_updated_sequence_number`, both written into the new file ([`crate::lineage`]), and
 //!   the commit assigns row ids as the spec says ([`crate::snapshot`]).
-//! - The commit records `delete` (files only removed), `overwrite` (files removed and added) or
+//! - Rows given with [`RowRewrite::with_rows`] are added by the same commit, written in this
+//!   process into files of their own (sorted by the table's order, if any): a delete with rows
+//!   replaces the selected rows atomically (a pipeline's incremental recompute). Not for format
+//!   v3 tables (the new rows' lineage is not assigned here).
+//! - The commit records `delete` (files only removed), `append` (files only added),
+//!   `overwrite` (files removed and added) or
 //!   `replace` (a rewrite that changes no row), the standard counts, and the caller's summary
 //!   keys. A change that matches nothing commits nothing.
 //! - On a lost commit race the change is planned again from the new table state, so rows a

@@ -9,7 +9,10 @@
 //! 2. **registered**: a register entry per request (request ID + keyed hash), before the first
 //!    delete, so a later failure can't lose the record;
 //! 3. one entry per plan step: DELETE as a row delete, REWRITE nulling the exception's
-//!    columns, RECOMPUTE by rerunning the pipeline — each commit records only
+//!    columns, RECOMPUTE by bringing the pipeline's target up to date
+//!    ([`crate::pipeline::recompute`]: not at all when nothing it reads changed, only the rows
+//!    of the keys the changed rows carry where that is provably a full run's result, else a
+//!    full run; the step records which and why) — each commit records only
 //!    `erasure-request`, never a value of the person;
 //! 4. cleanup per table: one commit that rewrites manifests holding DELETED entries, expires
 //!    every snapshot older than the erasure's commits and empties the metadata log; then the

@@ -1044,4 +1044,19 @@ async fn a_recompute_that_cant_be_incremental_runs_in_full_and_says_why() {
     p = Pipeline::find(&dir, "course_performance").unwrap();
     delete_enrollment(4).await;
     check(p.clone(), RecomputeMode::Full, "the query changed").await;
+    // Then incremental again; a batch that changes most courses runs in full (a cost
+    // decision: the restricted query would read as much).
+    delete_enrollment(5).await;
+    check(p.clone(), RecomputeMode::Incremental, "").await;
+    rewrite_rows(
+        &ws.warehouse,
+        &enrollments,
+        &RowRewrite::delete(Predicate::is_in(
+            "course_id",
+            (1..=100).map(Value::Int).collect(),
+        )),
+    )
+    .await
+    .unwrap();
+    check(p.clone(), RecomputeMode::Full, "costs a full run").await;
 }

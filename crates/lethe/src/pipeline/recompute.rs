@@ -13,7 +13,9 @@
 //!    a full run can produce differently (the argument is in that module);
 //! 3. each changed table's difference is told by its data files
 //!    ([`lethe_iceberg::ops::changes`]: copy-on-write, no delete files) and no changed row has
-//!    a NULL `t`.
+//!    a NULL `t`;
+//! 4. (cost, not soundness) the changed keys are fewer than half the target's rows: a large
+//!    batch that changes most groups runs in full, on the query engine if there is one.
 //!
 //! Then K = the distinct `t` values of the changed rows, the plan runs with `IN K` filters on
 //! every scan bounded by `o` and on `o`, and ONE commit replaces the target rows with `o IN K`
@@ -252,6 +254,24 @@ async fn incremental(
                 }
             }
         }
+    }
+    // A cost decision, not a soundness one: when the changed rows carry keys for half the
+    // target's rows or more (a large batch), the restricted query would read as much as a full
+    // run and the commit rewrite the whole target; a full run (on the query engine, if there
+    // is one) is no dearer.
+    let target_rows: u64 = ws
+        .warehouse
+        .current_files(&target)
+        .await?
+        .iter()
+        .map(|f| f.entry.data_file.record_count())
+        .sum();
+    if k.len() as u64 * 2 > target_rows {
+        return Ok(Err(format!(
+            "the changed rows carry {} key(s) of {} for the target's {target_rows} row(s): recomputing half of it or more costs a full run",
+            k.len(),
+            key.name
+        )));
     }
     let mut values = Vec::with_capacity(k.len());
     for v in &k {

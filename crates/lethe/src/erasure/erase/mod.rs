@@ -461,7 +461,6 @@ async fn run_step(
             // a resumed erasure reran it already) is not run again; one whose changed rows
             // bound the target rows they alter rebuilds those only.
             let done = recompute(ws, &p, extra).await?;
-            tracing::info!("RECOMPUTE {}: {}", step.table, done.how);
             Ok((done.run.and_then(|r| r.snapshot_id), None, Some(done.how)))
         }
         Action::NoAction | Action::Unresolved => Ok((None, None, None)),

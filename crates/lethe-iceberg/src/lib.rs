@@ -29,6 +29,7 @@ pub mod metrics;
 pub mod nested;
 pub mod ops;
 pub mod predicate;
+pub mod prune;
 pub mod read;
 pub mod snapshot;
 pub mod sort;

@@ -59,6 +59,7 @@ use crate::lineage::{LAST_UPDATED_SEQUENCE_NUMBER, has_row_lineage, read_with_li
 use crate::nested::{self, FieldPath};
 use crate::ops::rewrite_tasks::{FileState, FileTask, RewriteEngine, RewriteJob};
 use crate::predicate::Predicate;
+use crate::prune::{matching_rows, read_positions};
 use crate::read::read_data_file;
 use crate::snapshot::{SnapshotChanges, produce_written};
 use crate::table::{LoadedTable, TrackedFile, Warehouse};
@@ -159,8 +160,12 @@ pub struct RewriteReport {
     pub table: String,
     /// Live data files in the table.
     pub files_in_table: usize,
-    /// Files that may hold matching rows after pruning (read).
+    /// Files that may hold matching rows after pruning by manifests (opened).
     pub files_read: usize,
+    /// Of `files_read`, files whose Parquet statistics (row groups, page index, bloom
+    /// filters) or predicate columns showed that no stored row matches: only their footer
+    /// and predicate columns were read, and they are left as they are.
+    pub files_skipped: usize,
     /// Files rewritten (by location).
     pub files_rewritten: Vec<String>,
     /// Files dropped whole (by location).
@@ -223,6 +228,19 @@ async fn candidates(
         .into_iter()
         .map(|t| normalize(&t.data_file_path))
         .collect())
+}
+
+/// Whether the data file at `path` provably holds no stored row `predicate` selects (by its
+/// Parquet statistics and predicate columns, [`crate::prune`]); false when it may, or when
+/// the predicate can't be evaluated on the file's own columns.
+fn no_stored_match(
+    wh: &Warehouse,
+    path: &str,
+    schema: &iceberg::spec::Schema,
+    predicate: &Predicate,
+) -> Result<bool> {
+    Ok(matching_rows(wh.store.as_ref(), path, schema, predicate)?
+        .is_some_and(|m| m.positions.is_empty()))
 }
 
 /// Whether a table has delete files (merge-on-read) in its current snapshot.
@@ -307,13 +325,21 @@ impl TableAction for Action<'_> {
                 let mut tasks = Vec::new();
                 for f in files.iter().filter(|f| f.is_data()) {
                     let path = f.entry.data_file.file_path();
-                    if wanted.contains(&wh.store.normalize(path)?) {
-                        tasks.push(FileTask {
-                            data_file: path.to_string(),
-                            bytes: f.entry.data_file.file_size_in_bytes(),
-                            deletes: index.refs_for_data_file(f, wh.store.as_ref()),
-                        });
+                    if !wanted.contains(&wh.store.normalize(path)?) {
+                        continue;
                     }
+                    if self.spec.change != RowChange::RewriteAll
+                        && no_stored_match(wh, path, &schema, &self.spec.predicate)?
+                    {
+                        report.files_read += 1;
+                        report.files_skipped += 1;
+                        continue;
+                    }
+                    tasks.push(FileTask {
+                        data_file: path.to_string(),
+                        bytes: f.entry.data_file.file_size_in_bytes(),
+                        deletes: index.refs_for_data_file(f, wh.store.as_ref()),
+                    });
                 }
                 if tasks.is_empty() {
                     return Ok(());
@@ -352,6 +378,12 @@ impl TableAction for Action<'_> {
                     continue;
                 }
                 report.files_read += 1;
+                if self.spec.change != RowChange::RewriteAll
+                    && no_stored_match(wh, path, &schema, &self.spec.predicate)?
+                {
+                    report.files_skipped += 1;
+                    continue;
+                }
                 let batches = if lineage {
                     read_with_lineage(wh.store.as_ref(), f, &schema)?
                 } else {
@@ -676,6 +708,14 @@ pub async fn count_rows(
             total += f.entry.data_file.record_count();
             continue;
         }
+        if is_wanted
+            && applicable.is_empty()
+            && let Some(m) = matching_rows(wh.store.as_ref(), path, &schema, predicate)?
+        {
+            total += f.entry.data_file.record_count();
+            matched += m.positions.len() as u64;
+            continue;
+        }
         let batches = read_data_file(wh.store.as_ref(), path, &schema)?;
         let live = reader.live_masks(&index, &applicable, path, &batches)?;
         for (i, b) in batches.iter().enumerate() {
@@ -738,12 +778,28 @@ async fn select(
         if !wanted.contains(&wh.store.normalize(path)?) {
             continue;
         }
+        let applicable = index.for_data_file(f, wh.store.as_ref());
+        let matches = matching_rows(wh.store.as_ref(), path, &schema, predicate)?;
+        match &matches {
+            // No stored row matches: no live one does.
+            Some(m) if m.positions.is_empty() => continue,
+            // No delete file applies: the matching rows are all there is to read.
+            Some(m) if applicable.is_empty() && !lineage => {
+                for b in read_positions(wh.store.as_ref(), path, &schema, &m.positions)? {
+                    let mask = predicate.evaluate(&b)?;
+                    if mask.true_count() > 0 {
+                        out.push(compute::filter_record_batch(&b, &mask)?);
+                    }
+                }
+                continue;
+            }
+            _ => {}
+        }
         let batches = if lineage {
             read_with_lineage(wh.store.as_ref(), f, &schema)?
         } else {
             read_data_file(wh.store.as_ref(), path, &schema)?
         };
-        let applicable = index.for_data_file(f, wh.store.as_ref());
         let live = reader.live_masks(&index, &applicable, path, &batches)?;
         for (i, b) in batches.iter().enumerate() {
             let mut mask = predicate.evaluate(b)?;

@@ -587,6 +587,22 @@ fn in_list(col: &ArrayRef, values: &[Value], column: &str) -> Result<BooleanArra
                     ))),
                 })
                 .collect::<Result<_>>()?;
+            // A few values on a long column (one subject's IDs): vectorised comparisons, NULL
+            // where the column is NULL as below (`or` is NULL where either side is).
+            if col.data_type() == &DataType::Int64 && wanted.len() <= 8 {
+                let mut acc: Option<BooleanArray> = None;
+                for v in &wanted {
+                    let s = arrow::array::Scalar::new(Int64Array::from(vec![*v]));
+                    let eq = cmp::eq(col, &s)?;
+                    acc = Some(match acc {
+                        Some(a) => boolean::or(&a, &eq)?,
+                        None => eq,
+                    });
+                }
+                if let Some(a) = acc {
+                    return Ok(a);
+                }
+            }
             let out: BooleanArray = if col.data_type() == &DataType::Int64 {
                 col.as_primitive::<arrow::datatypes::Int64Type>()
                     .iter()
@@ -697,6 +713,22 @@ mod tests {
             ),
             vec![true, false, false, false]
         );
+    }
+
+    #[test]
+    fn a_few_ids_and_many_select_alike_nulls_kept_unknown() {
+        let col: ArrayRef = Arc::new(Int64Array::from(vec![Some(1), None, Some(3), Some(9)]));
+        let few = in_list(&col, &[Value::Int(3), Value::Int(1)], "id").unwrap();
+        let many: Vec<Value> = [3, 1].into_iter().chain(100..120).map(Value::Int).collect();
+        let many = in_list(&col, &many, "id").unwrap();
+        assert_eq!(few, many);
+        assert_eq!(
+            few.iter().collect::<Vec<_>>(),
+            vec![Some(true), None, Some(true), Some(false)]
+        );
+        // NOT keeps the NULL row unknown either way.
+        let p = Predicate::Not(Box::new(Predicate::is_in("id", vec![Value::Int(1)])));
+        assert_eq!(sel(&p), vec![false, true, false, true]);
     }
 
     #[test]

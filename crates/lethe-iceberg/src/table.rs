@@ -8,7 +8,7 @@
 //! and gives the iceberg crate's `Table` for scans.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use iceberg::TableCreation;
 use iceberg::spec::{
@@ -85,6 +85,38 @@ pub struct Warehouse {
     pub store: Arc<dyn FileStore>,
     /// The warehouse root location (`file:///.../warehouse`), where new tables go.
     pub root: String,
+    /// Manifest lists and manifests already read (shared by clones).
+    metadata_files: Arc<MetadataFiles>,
+}
+
+/// Manifest lists and manifests read through a [`Warehouse`], kept for the rest of its life.
+///
+/// Both are immutable once written (a commit writes new files under new names and never
+/// rewrites one), so a second read of the same file can only give the same content: an
+/// erasure reads each table's manifests for its values, its step, its commit and its cleanup,
+/// and parses each once. The key carries what the entries inherit from the manifest list
+/// (sequence numbers, the first row id) besides the path. At most [`MetadataFiles::LIMIT`]
+/// manifest entries are kept; past that, files are read again each time.
+#[derive(Default)]
+struct MetadataFiles {
+    lists: Mutex<HashMap<(String, FormatVersion), ManifestList>>,
+    manifests: Mutex<HashMap<ManifestKey, Arc<Vec<ManifestEntry>>>>,
+    entries: std::sync::atomic::AtomicUsize,
+}
+
+type ManifestKey = (String, i64, i64, i64, Option<u64>);
+
+impl MetadataFiles {
+    /// Manifest entries kept at most (about 1 KB each with column bounds).
+    const LIMIT: usize = 200_000;
+}
+
+impl std::fmt::Debug for MetadataFiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MetadataFiles")
+            .field("entries", &self.entries)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Warehouse {
@@ -94,6 +126,7 @@ impl Warehouse {
             catalog,
             store,
             root: root.trim_end_matches('/').to_string(),
+            metadata_files: Arc::default(),
         }
     }
 
@@ -190,11 +223,21 @@ impl Warehouse {
 
     /// The manifest list of a snapshot.
     pub fn manifest_list(&self, table: &LoadedTable, snapshot: &Snapshot) -> Result<ManifestList> {
-        let bytes = self.store.read(snapshot.manifest_list())?;
-        Ok(ManifestList::parse_with_version(
-            &bytes,
+        let key = (
+            snapshot.manifest_list().to_string(),
             table.metadata.format_version(),
-        )?)
+        );
+        if let Some(l) = self.metadata_files.lists.lock().expect("lock").get(&key) {
+            return Ok(l.clone());
+        }
+        let bytes = self.store.read(snapshot.manifest_list())?;
+        let list = ManifestList::parse_with_version(&bytes, table.metadata.format_version())?;
+        self.metadata_files
+            .lists
+            .lock()
+            .expect("lock")
+            .insert(key, list.clone());
+        Ok(list)
     }
 
     /// Every entry of a manifest, with sequence numbers inherited from the manifest list and,
@@ -202,6 +245,36 @@ impl Warehouse {
     /// `first_row_id` inherited as the spec says: a null one becomes the manifest's plus the
     /// record counts of the live files before it that had a null one too.
     pub async fn manifest_entries(&self, manifest: &ManifestFile) -> Result<Vec<ManifestEntry>> {
+        let key: ManifestKey = (
+            manifest.manifest_path.clone(),
+            manifest.sequence_number,
+            manifest.min_sequence_number,
+            manifest.added_snapshot_id,
+            manifest.first_row_id,
+        );
+        if let Some(e) = self
+            .metadata_files
+            .manifests
+            .lock()
+            .expect("lock")
+            .get(&key)
+        {
+            return Ok(e.as_ref().clone());
+        }
+        let entries = self.read_manifest_entries(manifest).await?;
+        let kept = &self.metadata_files.entries;
+        if kept.load(std::sync::atomic::Ordering::Relaxed) + entries.len() <= MetadataFiles::LIMIT {
+            kept.fetch_add(entries.len(), std::sync::atomic::Ordering::Relaxed);
+            self.metadata_files
+                .manifests
+                .lock()
+                .expect("lock")
+                .insert(key, Arc::new(entries.clone()));
+        }
+        Ok(entries)
+    }
+
+    async fn read_manifest_entries(&self, manifest: &ManifestFile) -> Result<Vec<ManifestEntry>> {
         let m = manifest.load_manifest(self.store.file_io()).await?;
         let (entries, _) = m.into_parts();
         let mut entries: Vec<ManifestEntry> = entries

@@ -163,7 +163,8 @@ struct Leaf {
     /// The Parquet leaf column index.
     index: usize,
     physical: PhysicalType,
-    /// Whether its statistics may be used.
+    /// Whether its statistics and bloom filters may be used (an `int`, `long` or `string`
+    /// column in the order its statistics are kept by).
     stats_ok: bool,
 }
 
@@ -392,7 +393,8 @@ pub fn matching_rows(
         }
         let mut with_bloom = stats.clone();
         let mut any_bloom = false;
-        for (i, l) in leaves.iter().enumerate() {
+        // Only where values hash as the predicate's (int, long and string columns).
+        for (i, l) in leaves.iter().enumerate().filter(|(_, l)| l.stats_ok) {
             if let Some(f) = builder
                 .get_row_group_column_bloom_filter(rg, l.index)
                 .map_err(|e| Error::invalid(format!("{location}: bloom filter: {e}")))?

@@ -97,11 +97,18 @@ pub struct Warehouse {
 /// and parses each once. The key carries what the entries inherit from the manifest list
 /// (sequence numbers, the first row id) besides the path. At most [`MetadataFiles::LIMIT`]
 /// manifest entries are kept; past that, files are read again each time.
+///
+/// Data files are immutable too, so the same holds for what a predicate selects: the files of
+/// a snapshot that manifests leave for a predicate, and the stored rows of a data file it
+/// selects ([`crate::prune::matching_rows`]), are kept by (table, snapshot, predicate) and
+/// (file, schema, predicate): an erasure's values step and its row change ask the same.
 #[derive(Default)]
 struct MetadataFiles {
     lists: Mutex<HashMap<(String, FormatVersion), ManifestList>>,
     manifests: Mutex<HashMap<ManifestKey, Arc<Vec<ManifestEntry>>>>,
     entries: std::sync::atomic::AtomicUsize,
+    candidates: Mutex<HashMap<(String, i64, String), Arc<std::collections::HashSet<String>>>>,
+    matches: Mutex<HashMap<(String, i32, String), Option<crate::prune::FileMatches>>>,
 }
 
 type ManifestKey = (String, i64, i64, i64, Option<u64>);
@@ -109,6 +116,9 @@ type ManifestKey = (String, i64, i64, i64, Option<u64>);
 impl MetadataFiles {
     /// Manifest entries kept at most (about 1 KB each with column bounds).
     const LIMIT: usize = 200_000;
+    /// Selections (candidate sets, a file's matching rows) kept at most; past that the kept
+    /// ones are dropped and computed again when asked.
+    const SELECTIONS: usize = 50_000;
 }
 
 impl std::fmt::Debug for MetadataFiles {
@@ -295,6 +305,66 @@ impl Warehouse {
             }
         }
         Ok(entries)
+    }
+
+    /// The data files of `table`'s current snapshot that its manifests leave for `predicate`
+    /// (computed by `plan` once per table, snapshot and predicate).
+    pub(crate) async fn candidates_cached<F, Fut>(
+        &self,
+        table: &LoadedTable,
+        predicate: &crate::predicate::Predicate,
+        plan: F,
+    ) -> Result<Arc<std::collections::HashSet<String>>>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Result<std::collections::HashSet<String>>>,
+    {
+        let key = (
+            format!("{}@{}", table.metadata.uuid(), table.metadata_location),
+            table.metadata.current_snapshot_id().unwrap_or(-1),
+            serde_json::to_string(predicate).map_err(|e| Error::Internal(e.to_string()))?,
+        );
+        if let Some(c) = self
+            .metadata_files
+            .candidates
+            .lock()
+            .expect("lock")
+            .get(&key)
+        {
+            return Ok(c.clone());
+        }
+        let c = Arc::new(plan().await?);
+        let mut kept = self.metadata_files.candidates.lock().expect("lock");
+        if kept.len() >= MetadataFiles::SELECTIONS {
+            kept.clear();
+        }
+        kept.insert(key, c.clone());
+        Ok(c)
+    }
+
+    /// [`crate::prune::matching_rows`] of a data file, computed once per file, schema and
+    /// predicate.
+    pub fn matching_rows(
+        &self,
+        location: &str,
+        schema: &Schema,
+        predicate: &crate::predicate::Predicate,
+    ) -> Result<Option<crate::prune::FileMatches>> {
+        let key = (
+            self.store.normalize(location)?,
+            schema.schema_id(),
+            serde_json::to_string(predicate).map_err(|e| Error::Internal(e.to_string()))?,
+        );
+        if let Some(m) = self.metadata_files.matches.lock().expect("lock").get(&key) {
+            return Ok(m.clone());
+        }
+        let m = crate::prune::matching_rows(self.store.as_ref(), location, schema, predicate)?;
+        let mut kept = self.metadata_files.matches.lock().expect("lock");
+        if kept.len() >= MetadataFiles::SELECTIONS {
+            kept.clear();
+        }
+        kept.insert(key, m.clone());
+        Ok(m)
     }
 
     /// The live files (data and delete) of a snapshot.

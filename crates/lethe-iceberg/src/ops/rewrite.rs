@@ -59,7 +59,7 @@ use crate::lineage::{LAST_UPDATED_SEQUENCE_NUMBER, has_row_lineage, read_with_li
 use crate::nested::{self, FieldPath};
 use crate::ops::rewrite_tasks::{FileState, FileTask, RewriteEngine, RewriteJob};
 use crate::predicate::Predicate;
-use crate::prune::{matching_rows, read_positions};
+use crate::prune::read_positions;
 use crate::read::read_data_file;
 use crate::snapshot::{SnapshotChanges, produce_written};
 use crate::table::{LoadedTable, TrackedFile, Warehouse};
@@ -205,8 +205,18 @@ struct Action<'a> {
     report: RewriteReport,
 }
 
-/// Selects the live data files that may hold rows matching `predicate`.
+/// Selects the live data files that may hold rows matching `predicate` (once per table
+/// state and predicate, [`Warehouse`] keeps the answer).
 async fn candidates(
+    wh: &Warehouse,
+    table: &LoadedTable,
+    predicate: &Predicate,
+) -> Result<Arc<HashSet<String>>> {
+    wh.candidates_cached(table, predicate, || plan_candidates(wh, table, predicate))
+        .await
+}
+
+async fn plan_candidates(
     wh: &Warehouse,
     table: &LoadedTable,
     predicate: &Predicate,
@@ -239,7 +249,8 @@ fn no_stored_match(
     schema: &iceberg::spec::Schema,
     predicate: &Predicate,
 ) -> Result<bool> {
-    Ok(matching_rows(wh.store.as_ref(), path, schema, predicate)?
+    Ok(wh
+        .matching_rows(path, schema, predicate)?
         .is_some_and(|m| m.positions.is_empty()))
 }
 
@@ -283,11 +294,13 @@ impl TableAction for Action<'_> {
             ..Default::default()
         };
         let wanted = match self.spec.change {
-            RowChange::RewriteAll => files
-                .iter()
-                .filter(|f| f.is_data())
-                .map(|f| wh.store.normalize(f.entry.data_file.file_path()))
-                .collect::<Result<HashSet<_>>>()?,
+            RowChange::RewriteAll => Arc::new(
+                files
+                    .iter()
+                    .filter(|f| f.is_data())
+                    .map(|f| wh.store.normalize(f.entry.data_file.file_path()))
+                    .collect::<Result<HashSet<_>>>()?,
+            ),
             _ => candidates(wh, table, &self.spec.predicate).await?,
         };
         let sort = crate::sort::TableSort::of(&table.metadata)?;
@@ -710,7 +723,7 @@ pub async fn count_rows(
         }
         if is_wanted
             && applicable.is_empty()
-            && let Some(m) = matching_rows(wh.store.as_ref(), path, &schema, predicate)?
+            && let Some(m) = wh.matching_rows(path, &schema, predicate)?
         {
             total += f.entry.data_file.record_count();
             matched += m.positions.len() as u64;
@@ -779,7 +792,7 @@ async fn select(
             continue;
         }
         let applicable = index.for_data_file(f, wh.store.as_ref());
-        let matches = matching_rows(wh.store.as_ref(), path, &schema, predicate)?;
+        let matches = wh.matching_rows(path, &schema, predicate)?;
         match &matches {
             // No stored row matches: no live one does.
             Some(m) if m.positions.is_empty() => continue,

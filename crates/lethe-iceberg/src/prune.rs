@@ -837,7 +837,7 @@ mod tests {
                             format!("u{i}")
                         }
                     });
-                    let num = (!rng.random_bool(0.2)).then(|| (i % 50) as i32);
+                    let num = (!rng.random_bool(0.2)).then_some((i % 50) as i32);
                     (i, name, num)
                 })
                 .collect();

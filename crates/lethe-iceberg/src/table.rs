@@ -107,11 +107,14 @@ struct MetadataFiles {
     lists: Mutex<HashMap<(String, FormatVersion), ManifestList>>,
     manifests: Mutex<HashMap<ManifestKey, Arc<Vec<ManifestEntry>>>>,
     entries: std::sync::atomic::AtomicUsize,
-    candidates: Mutex<HashMap<(String, i64, String), Arc<std::collections::HashSet<String>>>>,
+    candidates: Mutex<HashMap<(String, i64, String), Arc<FileSet>>>,
     matches: Mutex<HashMap<(String, i32, String), Option<crate::prune::FileMatches>>>,
 }
 
 type ManifestKey = (String, i64, i64, i64, Option<u64>);
+
+/// Normalised data file locations.
+type FileSet = std::collections::HashSet<String>;
 
 impl MetadataFiles {
     /// Manifest entries kept at most (about 1 KB each with column bounds).

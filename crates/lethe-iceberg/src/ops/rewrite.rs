@@ -2,7 +2,10 @@
 //!
 //! Guarantees:
 //! - Only live data files that may hold matching rows are read: the iceberg crate's scan
-//!   planning prunes by partition values and by the column bounds the manifests keep.
+//!   planning prunes by partition values and by the column bounds the manifests keep; inside
+//!   each file left, row-group statistics, bloom filters, the page index and the predicate's
+//!   columns alone decide whether a stored row matches ([`crate::prune`]) before the file is
+//!   read whole (`files_skipped` counts the files that don't).
 //! - Merge-on-read tables are read through their delete files ([`crate::deletes`]): position
 //!   and equality deletes are applied by the spec's sequence-number rules, so counts, selected
 //!   rows and rewrites see live rows only.

@@ -307,9 +307,6 @@ struct PageAutomata {
     values_and_ids: Option<Grams>,
     int32: Option<Grams>,
     int64: Option<Grams>,
-    /// Every integer ID of every column, and their range, for plain values at known offsets.
-    ints: HashMap<i64, (), IntHasher>,
-    int_range: Option<(i64, i64)>,
     /// False when a value pattern holds U+FFFD: a decoder's replacement for invalid UTF-8
     /// is not in the raw bytes, so only decoding can find such a pattern.
     bytes_searchable: bool,
@@ -326,9 +323,7 @@ impl PageAutomata {
         let mut texts: Vec<Vec<u8>> = patterns.iter().map(|p| p.as_bytes().to_vec()).collect();
         let mut int32: Vec<Vec<u8>> = Vec::new();
         let mut int64: Vec<Vec<u8>> = Vec::new();
-        let mut ints = HashMap::with_hasher(IntHasher);
         for col in by_column.values() {
-            ints.extend(col.ints.keys().map(|&i| (i, ())));
             for t in col.texts.keys() {
                 texts.push(lower(t).into_bytes());
             }
@@ -352,10 +347,6 @@ impl PageAutomata {
             values: build(&values)?,
             int32: build(&int32)?,
             int64: build(&int64)?,
-            int_range: ints.keys().fold(None, |r, &v| {
-                Some(r.map_or((v, v), |(lo, hi)| (v.min(lo), v.max(hi))))
-            }),
-            ints,
             bytes_searchable: !patterns
                 .iter()
                 .any(|p| p.contains(char::REPLACEMENT_CHARACTER)),
@@ -698,14 +689,16 @@ impl TraceSet {
     }
 
     /// True when plain INT32 (`width` 4) or INT64 (8) values, `values` holding nothing else,
-    /// may hold an ID: each value is compared (as i32 and as u32 for INT32, the bit patterns
-    /// the signed and unsigned logical types store).
-    pub(crate) fn plain_ints_may_hold(&self, width: usize, values: &[u8]) -> bool {
-        let p = &self.pages;
-        let Some((lo, hi)) = p.int_range else {
-            return false;
-        };
-        let hit = |v: i64| v >= lo && v <= hi && p.ints.contains_key(&v);
+    /// may hold an ID of one of `columns` (the ID columns the value walk could compare this
+    /// Parquet column with): each value is compared (as i32 and as u32 for INT32, the bit
+    /// patterns the signed and unsigned logical types store).
+    pub(crate) fn plain_ints_may_hold(
+        &self,
+        width: usize,
+        values: &[u8],
+        columns: &[&IdColumn],
+    ) -> bool {
+        let hit = |v: i64| columns.iter().any(|c| !c.int(v).is_empty());
         match width {
             4 => values
                 .chunks_exact(4)

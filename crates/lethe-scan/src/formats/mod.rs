@@ -9,6 +9,7 @@ pub(crate) mod deletion_vector;
 pub(crate) mod delta_guard;
 pub(crate) mod json;
 pub(crate) mod parquet;
+pub(crate) mod parquet_chunk;
 pub(crate) mod parquet_pages;
 pub(crate) mod puffin;
 pub(crate) mod text;

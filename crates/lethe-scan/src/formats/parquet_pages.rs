@@ -37,8 +37,9 @@ use parquet::file::serialized_reader::SerializedPageReader;
 use parquet::schema::types::ColumnDescriptor;
 
 use super::parquet::{Projection, Shared, decode_values};
+use super::parquet_chunk::{self, Next, PageKind};
 use crate::report::{Deferred, Hits, Place};
-use crate::traces::{PageSearch, TraceSet};
+use crate::traces::{IdColumn, PageSearch, TraceSet};
 
 /// How the data values are read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,13 +68,28 @@ fn page_search(c: &ColumnDescriptor, traces: &TraceSet, values_only: bool) -> Op
     }
 }
 
-/// True when the value walk could compare this column's values with IDs: it takes the ID
-/// column by a name on the column's path (the leaf's, or a list's or map's above it), so any
-/// name on the path that is an ID column counts, and the dotted path too.
+/// True when the value walk could compare this column's values with IDs (see
+/// [`id_columns`]).
 fn may_hold_ids(c: &ColumnDescriptor, traces: &TraceSet) -> bool {
+    !id_columns(c, traces).is_empty()
+}
+
+/// The ID columns the value walk could compare this column's values with: it takes the ID
+/// column by a name on the column's path (the leaf's, or a list's or map's above it), so
+/// every name on the path that is an ID column counts, and the dotted path too.
+fn id_columns<'t>(c: &ColumnDescriptor, traces: &'t TraceSet) -> Vec<&'t IdColumn> {
     let parts = c.path().parts();
-    parts.iter().any(|p| traces.id_column(p).is_some())
-        || traces.id_column(&parts.join(".")).is_some()
+    let mut found: Vec<&IdColumn> = Vec::new();
+    for col in parts
+        .iter()
+        .filter_map(|p| traces.id_column(p))
+        .chain(traces.id_column(&parts.join(".")))
+    {
+        if !found.iter().any(|f| std::ptr::eq(*f, col)) {
+            found.push(col);
+        }
+    }
+    found
 }
 
 /// Search the data values of a Parquet file (see the module docs); hits go to `hits` as a
@@ -204,12 +220,45 @@ fn search_and_decode<R: ChunkReader + 'static>(
 
 /// Reads every page of column `c` in row group `rg`; true when one may hold a trace (or can
 /// only be searched by decoding). Stops at the first such page: decoding reads the rest.
+///
+/// The pages are read with lethe-scan's own page reader (`parquet_chunk`: one decompression
+/// context and buffer per thread); a chunk that reader doesn't handle (another codec, an
+/// index page, a header it doesn't parse, a page that doesn't decompress) is read again from
+/// its start with parquet-rs's page reader, as before, which reads it or reports its error.
 fn chunk_may_hold<R: ChunkReader + 'static>(
     src: &Shared<R>,
     rg: &RowGroupMetaData,
     c: usize,
     what: PageSearch,
     traces: &TraceSet,
+    props: &Arc<ReaderProperties>,
+    scratch: &mut Vec<u8>,
+) -> parquet::errors::Result<bool> {
+    let search = ChunkSearch::new(rg.column(c).column_descr(), what, traces);
+    let mut may = false;
+    let own = parquet_chunk::read_pages(&*src.0, rg.column(c), |kind, buf| {
+        match search.page_may_hold(kind, buf, scratch) {
+            true => {
+                may = true;
+                Next::Stop
+            }
+            false => Next::Continue,
+        }
+    });
+    #[cfg(test)]
+    tests::count_reader(own.is_ok());
+    if own.is_ok() {
+        return Ok(may);
+    }
+    chunk_may_hold_parquet_rs(src, rg, c, &search, props, scratch)
+}
+
+/// [`chunk_may_hold`] with parquet-rs's page reader.
+fn chunk_may_hold_parquet_rs<R: ChunkReader + 'static>(
+    src: &Shared<R>,
+    rg: &RowGroupMetaData,
+    c: usize,
+    search: &ChunkSearch,
     props: &Arc<ReaderProperties>,
     scratch: &mut Vec<u8>,
 ) -> parquet::errors::Result<bool> {
@@ -221,21 +270,13 @@ fn chunk_may_hold<R: ChunkReader + 'static>(
         None,
         Arc::clone(props),
     )?;
-    let strings = matches!(what, PageSearch::Values | PageSearch::ValuesAndIds);
-    let width = match what {
-        PageSearch::Int32 => 4,
-        PageSearch::Int64 => 8,
-        _ => 0,
-    };
-    let descr = rg.column(c).column_descr();
     while let Some(page) = pages.get_next_page()? {
-        // The buffer, whether it can be searched as bytes, and where plain values start when
-        // that is known (integers are then compared value by value).
-        let (buf, searchable, values_at) = match &page {
+        let (kind, buf) = match &page {
             Page::DictionaryPage { buf, encoding, .. } => (
+                PageKind::Dictionary {
+                    encoding: *encoding,
+                },
                 buf,
-                matches!(encoding, Encoding::PLAIN | Encoding::PLAIN_DICTIONARY),
-                Some(0),
             ),
             Page::DataPage {
                 buf,
@@ -243,57 +284,119 @@ fn chunk_may_hold<R: ChunkReader + 'static>(
                 def_level_encoding,
                 rep_level_encoding,
                 ..
-            } => match encoding {
-                // Indices into the dictionary page, which is searched.
-                Encoding::RLE_DICTIONARY | Encoding::PLAIN_DICTIONARY => continue,
-                Encoding::PLAIN => (
-                    buf,
-                    true,
-                    v1_values_offset(
-                        buf,
-                        (descr.max_rep_level() > 0).then_some(*rep_level_encoding),
-                        (descr.max_def_level() > 0).then_some(*def_level_encoding),
-                    ),
-                ),
-                Encoding::DELTA_LENGTH_BYTE_ARRAY => (buf, strings, None),
-                _ => (buf, false, None),
-            },
+            } => (
+                PageKind::V1 {
+                    encoding: *encoding,
+                    def_levels: *def_level_encoding,
+                    rep_levels: *rep_level_encoding,
+                },
+                buf,
+            ),
             Page::DataPageV2 {
                 buf,
                 encoding,
                 def_levels_byte_len,
                 rep_levels_byte_len,
                 ..
-            } => match encoding {
-                Encoding::RLE_DICTIONARY | Encoding::PLAIN_DICTIONARY => continue,
-                Encoding::PLAIN => (
-                    buf,
-                    true,
-                    usize::try_from(
+            } => (
+                PageKind::V2 {
+                    encoding: *encoding,
+                    levels_len: usize::try_from(
                         u64::from(*def_levels_byte_len) + u64::from(*rep_levels_byte_len),
                     )
-                    .ok(),
+                    .unwrap_or(usize::MAX),
+                },
+                buf,
+            ),
+        };
+        if search.page_may_hold(kind, buf, scratch) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// How the pages of one column chunk are searched.
+struct ChunkSearch<'t> {
+    descr: &'t ColumnDescriptor,
+    what: PageSearch,
+    traces: &'t TraceSet,
+    /// The ID columns integer values are compared with (empty for byte arrays).
+    id_cols: Vec<&'t IdColumn>,
+}
+
+impl<'t> ChunkSearch<'t> {
+    fn new(descr: &'t ColumnDescriptor, what: PageSearch, traces: &'t TraceSet) -> Self {
+        let id_cols = match what {
+            PageSearch::Int32 | PageSearch::Int64 => id_columns(descr, traces),
+            PageSearch::Values | PageSearch::ValuesAndIds => Vec::new(),
+        };
+        ChunkSearch {
+            descr,
+            what,
+            traces,
+            id_cols,
+        }
+    }
+
+    /// True when the page may hold a trace, or can only be searched by decoding.
+    fn page_may_hold(&self, kind: PageKind, buf: &[u8], scratch: &mut Vec<u8>) -> bool {
+        let strings = matches!(self.what, PageSearch::Values | PageSearch::ValuesAndIds);
+        let width = match self.what {
+            PageSearch::Int32 => 4,
+            PageSearch::Int64 => 8,
+            _ => 0,
+        };
+        let descr = self.descr;
+        // Whether the page can be searched as bytes, and where plain values start when that
+        // is known (integers are then compared value by value).
+        let (searchable, values_at) = match kind {
+            PageKind::Dictionary { encoding } => (
+                matches!(encoding, Encoding::PLAIN | Encoding::PLAIN_DICTIONARY),
+                Some(0),
+            ),
+            PageKind::V1 {
+                encoding,
+                def_levels,
+                rep_levels,
+            } => match encoding {
+                // Indices into the dictionary page, which is searched.
+                Encoding::RLE_DICTIONARY | Encoding::PLAIN_DICTIONARY => return false,
+                Encoding::PLAIN => (
+                    true,
+                    v1_values_offset(
+                        buf,
+                        (descr.max_rep_level() > 0).then_some(rep_levels),
+                        (descr.max_def_level() > 0).then_some(def_levels),
+                    ),
                 ),
-                Encoding::DELTA_LENGTH_BYTE_ARRAY => (buf, strings, None),
-                _ => (buf, false, None),
+                Encoding::DELTA_LENGTH_BYTE_ARRAY => (strings, None),
+                _ => (false, None),
+            },
+            PageKind::V2 {
+                encoding,
+                levels_len,
+            } => match encoding {
+                Encoding::RLE_DICTIONARY | Encoding::PLAIN_DICTIONARY => return false,
+                Encoding::PLAIN => (true, Some(levels_len)),
+                Encoding::DELTA_LENGTH_BYTE_ARRAY => (strings, None),
+                _ => (false, None),
             },
         };
         if !searchable {
-            return Ok(true);
+            return true;
         }
         let plain = values_at
             .filter(|_| width > 0)
             .and_then(|at| buf.get(at..))
             .filter(|v| v.len() % width == 0);
-        let may = match plain {
-            Some(values) => traces.plain_ints_may_hold(width, values),
-            None => traces.page_may_hold(what, buf, scratch),
-        };
-        if may {
-            return Ok(true);
+        match plain {
+            Some(values) => self
+                .traces
+                .plain_ints_may_hold(width, values, &self.id_cols),
+            None => self.traces.page_may_hold(self.what, buf, scratch),
         }
     }
-    Ok(false)
 }
 
 /// Where the values of a v1 data page start: after its repetition and definition levels
@@ -349,6 +452,14 @@ mod tests {
     /// Column chunks the search decoded and skipped (for the test's coverage).
     pub(super) static DECODED: AtomicUsize = AtomicUsize::new(0);
     pub(super) static SKIPPED: AtomicUsize = AtomicUsize::new(0);
+    /// Column chunks lethe-scan's page reader read, and those it left to parquet-rs.
+    static OWN_READER: AtomicUsize = AtomicUsize::new(0);
+    static FALLBACK: AtomicUsize = AtomicUsize::new(0);
+
+    pub(super) fn count_reader(own: bool) {
+        let n = if own { &OWN_READER } else { &FALLBACK };
+        n.fetch_add(1, Ordering::Relaxed);
+    }
 
     fn subjects() -> Vec<SubjectTraces> {
         let id = |column: &str, values: Vec<IdValue>| IdTrace {

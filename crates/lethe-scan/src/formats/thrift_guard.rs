@@ -43,6 +43,21 @@ pub(crate) fn check_struct(bytes: &[u8]) -> Result<(), String> {
         .map_err(|what| format!("{what} at byte {}", walk.at))
 }
 
+/// Skip one value of Thrift compact type `kind` (a struct field's: a bool field's value is
+/// its type) starting at `at` in `bytes`, with the checks of [`check_struct`]; the offset
+/// after it.
+pub(crate) fn skip_value(bytes: &[u8], at: usize, kind: u8) -> Result<usize, &'static str> {
+    if at > bytes.len() {
+        return Err("truncated");
+    }
+    let mut walk = Walk { bytes, at };
+    match kind {
+        TRUE | FALSE => {}
+        _ => walk.value(kind, 0)?,
+    }
+    Ok(walk.at)
+}
+
 struct Walk<'a> {
     bytes: &'a [u8],
     at: usize,

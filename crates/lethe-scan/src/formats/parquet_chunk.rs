@@ -1,0 +1,459 @@
+//! lethe-scan's own reader of a column chunk's pages, for the byte search
+//! (`parquet_pages`): page headers parsed here, every page decompressed with one
+//! decompression context and one reused output buffer per thread.
+//!
+//! parquet-rs's `SerializedPageReader` creates a zstd compression and decompression context
+//! per column chunk and allocates (and, for zstd, copies) a fresh buffer per page; the byte
+//! search reads every page of every searched column chunk, so that was a tenth of the scan.
+//!
+//! Guarantees: the bytes handed to the caller for a page are exactly the `buf` parquet-rs's
+//! page reader gives for it (a v1 data page or dictionary page decompressed whole; a v2 data
+//! page's levels as stored followed by its decompressed values; an uncompressed page as
+//! stored), checked as parquet-rs checks them (header and page sizes inside the chunk, the
+//! decompressed size equal to the header's). Anything this reader doesn't handle makes it
+//! give up on the chunk with [`Unsupported`] before the caller has used any page's verdict,
+//! and the caller reads the chunk with parquet-rs as before, which then reads it or reports
+//! the same error as before:
+//! - codecs other than UNCOMPRESSED, SNAPPY, GZIP, LZ4_RAW and ZSTD (BROTLI, LZO, the framed
+//!   and Hadoop LZ4);
+//! - page types other than data pages v1 and v2 and dictionary pages (index pages);
+//! - a header that doesn't parse as this reader expects (a missing required field, a field
+//!   of another Thrift type than the format's, an unknown encoding or page type, a negative
+//!   count), a header longer than [`HEADER_PEEK`] bytes, sizes outside the chunk;
+//! - a page that doesn't decompress, or not to the size its header says.
+//!
+//! Does not: check page CRCs (neither does parquet-rs as lethe builds it), decrypt.
+
+use std::cell::RefCell;
+use std::io::Read;
+
+use bytes::Bytes;
+use parquet::basic::{Compression, Encoding};
+use parquet::file::metadata::ColumnChunkMetaData;
+use parquet::file::reader::ChunkReader;
+
+use super::thrift_guard;
+
+/// Bytes read ahead for a page header (headers without statistics take a few dozen bytes;
+/// one with long min/max statistics can take more, and is then left to parquet-rs).
+pub(crate) const HEADER_PEEK: u64 = 64 << 10;
+
+/// The reader can't read this chunk (see the module docs); nothing it read was used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Unsupported(pub &'static str);
+
+/// One page as the caller sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PageKind {
+    /// A dictionary page.
+    Dictionary { encoding: Encoding },
+    /// A v1 data page (levels, when the column has them, are inside the decompressed bytes).
+    V1 {
+        encoding: Encoding,
+        def_levels: Encoding,
+        rep_levels: Encoding,
+    },
+    /// A v2 data page: `levels_len` bytes of repetition and definition levels first.
+    V2 { encoding: Encoding, levels_len: usize },
+}
+
+/// What the caller's function says after a page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// Read the next page.
+    Continue,
+    /// Stop: the chunk's verdict is known.
+    Stop,
+}
+
+/// A thread's decompression state, reused for every page it reads.
+struct Decompressors {
+    zstd: Option<zstd::bulk::Decompressor<'static>>,
+    snappy: snap::raw::Decoder,
+    out: Vec<u8>,
+}
+
+thread_local! {
+    static STATE: RefCell<Decompressors> = RefCell::new(Decompressors {
+        zstd: None,
+        snappy: snap::raw::Decoder::new(),
+        out: Vec::new(),
+    });
+}
+
+/// Largest output buffer kept between pages (a larger page's buffer is freed after it).
+const KEEP_BUFFER: usize = 16 << 20;
+
+/// Read the pages of column chunk `chunk` of `src` in order, calling `f` with each page's
+/// kind and decompressed bytes until it says [`Next::Stop`] or the chunk ends. Errors with
+/// [`Unsupported`] (see the module docs) before `f` is called for a page that can't be read;
+/// the caller must then disregard what `f` saw of earlier pages only if it treats the chunk
+/// as unread (the byte search does: it starts over with parquet-rs).
+pub(crate) fn read_pages<R: ChunkReader>(
+    src: &R,
+    chunk: &ColumnChunkMetaData,
+    mut f: impl FnMut(PageKind, &[u8]) -> Next,
+) -> Result<(), Unsupported> {
+    let codec = chunk.compression();
+    if !matches!(
+        codec,
+        Compression::UNCOMPRESSED
+            | Compression::SNAPPY
+            | Compression::GZIP(_)
+            | Compression::LZ4_RAW
+            | Compression::ZSTD(_)
+    ) {
+        return Err(Unsupported("codec"));
+    }
+    let start = chunk
+        .dictionary_page_offset()
+        .unwrap_or_else(|| chunk.data_page_offset());
+    let (Ok(mut offset), Ok(mut remaining)) =
+        (u64::try_from(start), u64::try_from(chunk.compressed_size()))
+    else {
+        return Err(Unsupported("chunk range"));
+    };
+    STATE.with(|state| {
+        let mut state = state.borrow_mut();
+        let state = &mut *state;
+        while remaining > 0 {
+            let peek = src
+                .get_bytes(offset, remaining.min(HEADER_PEEK) as usize)
+                .map_err(|_| Unsupported("read"))?;
+            let (header_len, h) = parse_header(&peek)?;
+            let header_len = header_len as u64;
+            if header_len > remaining {
+                return Err(Unsupported("header past the chunk"));
+            }
+            offset += header_len;
+            remaining -= header_len;
+            let (Ok(compressed), Ok(uncompressed)) = (
+                u64::try_from(h.compressed),
+                usize::try_from(h.uncompressed),
+            ) else {
+                return Err(Unsupported("negative page size"));
+            };
+            if compressed > remaining {
+                return Err(Unsupported("page past the chunk"));
+            }
+            let data = if header_len + compressed <= peek.len() as u64 {
+                peek.slice(header_len as usize..(header_len + compressed) as usize)
+            } else {
+                src.get_bytes(offset, compressed as usize)
+                    .map_err(|_| Unsupported("read"))?
+            };
+            if data.len() as u64 != compressed {
+                return Err(Unsupported("short read"));
+            }
+            offset += compressed;
+            remaining -= compressed;
+            let next = match decompress(state, codec, &h, &data, uncompressed)? {
+                Some(page) => f(h.kind, page),
+                None => f(h.kind, &data),
+            };
+            if state.out.capacity() > KEEP_BUFFER {
+                state.out = Vec::new();
+            }
+            if next == Next::Stop {
+                break;
+            }
+        }
+        Ok(())
+    })
+}
+
+/// The page's bytes as parquet-rs's `decode_page` makes them: None when they are `data`
+/// itself (no codec, or a v2 page stored uncompressed), else the reused buffer.
+fn decompress<'s>(
+    state: &'s mut Decompressors,
+    codec: Compression,
+    h: &Header,
+    data: &Bytes,
+    uncompressed: usize,
+) -> Result<Option<&'s [u8]>, Unsupported> {
+    let mut levels = 0usize;
+    if let PageKind::V2 { levels_len, .. } = h.kind {
+        if !h.v2_compressed {
+            return Ok(None);
+        }
+        levels = levels_len;
+    }
+    if codec == Compression::UNCOMPRESSED {
+        return Ok(None);
+    }
+    if levels > data.len() || levels > uncompressed {
+        return Err(Unsupported("levels past the page"));
+    }
+    let size = uncompressed - levels;
+    let (input, out) = (&data[levels..], &mut state.out);
+    out.clear();
+    out.extend_from_slice(&data[..levels]);
+    if size > 0 {
+        match codec {
+            Compression::ZSTD(_) => {
+                out.resize(uncompressed, 0);
+                let zstd = match &mut state.zstd {
+                    Some(z) => z,
+                    None => state.zstd.insert(
+                        zstd::bulk::Decompressor::new().map_err(|_| Unsupported("zstd context"))?,
+                    ),
+                };
+                let n = zstd
+                    .decompress_to_buffer(input, &mut out[levels..])
+                    .map_err(|_| Unsupported("zstd"))?;
+                out.truncate(levels + n);
+            }
+            Compression::SNAPPY => {
+                // As parquet-rs: the buffer has the header's size whatever the stream says.
+                out.resize(uncompressed, 0);
+                state
+                    .snappy
+                    .decompress(input, &mut out[levels..])
+                    .map_err(|_| Unsupported("snappy"))?;
+            }
+            Compression::GZIP(_) => {
+                flate2::read::MultiGzDecoder::new(input)
+                    .read_to_end(out)
+                    .map_err(|_| Unsupported("gzip"))?;
+            }
+            Compression::LZ4_RAW => {
+                out.resize(uncompressed, 0);
+                let n = lz4_flex::block::decompress_into(input, &mut out[levels..])
+                    .map_err(|_| Unsupported("lz4"))?;
+                if n != size {
+                    return Err(Unsupported("lz4 size"));
+                }
+            }
+            _ => return Err(Unsupported("codec")),
+        }
+    }
+    if out.len() != uncompressed {
+        return Err(Unsupported("decompressed size"));
+    }
+    Ok(Some(out))
+}
+
+/// A page header as far as the byte search needs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Header {
+    kind: PageKind,
+    compressed: i32,
+    uncompressed: i32,
+    /// A v2 page's `is_compressed` (true when absent, as the format says).
+    v2_compressed: bool,
+}
+
+const T_TRUE: u8 = 1;
+const T_FALSE: u8 = 2;
+const T_I32: u8 = 5;
+const T_STRUCT: u8 = 12;
+
+/// A Thrift compact-protocol reader over a byte slice.
+struct Thrift<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl Thrift<'_> {
+    fn byte(&mut self) -> Result<u8, Unsupported> {
+        let b = *self
+            .bytes
+            .get(self.at)
+            .ok_or(Unsupported("header truncated"))?;
+        self.at += 1;
+        Ok(b)
+    }
+
+    fn varint(&mut self) -> Result<u64, Unsupported> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = self.byte()?;
+            v |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(Unsupported("overlong varint"))
+    }
+
+    fn i32(&mut self) -> Result<i32, Unsupported> {
+        let v = self.varint()?;
+        let v = u32::try_from(v).map_err(|_| Unsupported("i32 out of range"))?;
+        Ok(((v >> 1) as i32) ^ -((v & 1) as i32))
+    }
+
+    /// The next field's (id, type), None at the struct's end.
+    fn field(&mut self, last: &mut i16) -> Result<Option<(i16, u8)>, Unsupported> {
+        let head = self.byte()?;
+        let kind = head & 0x0f;
+        if kind == 0 {
+            return Ok(None);
+        }
+        let delta = head >> 4;
+        let id = if delta == 0 {
+            let v = self.varint()?;
+            let v = u16::try_from(v).map_err(|_| Unsupported("field id"))?;
+            ((v >> 1) as i16) ^ -((v & 1) as i16)
+        } else {
+            last.checked_add(i16::from(delta))
+                .ok_or(Unsupported("field id"))?
+        };
+        *last = id;
+        Ok(Some((id, kind)))
+    }
+
+    fn skip(&mut self, kind: u8) -> Result<(), Unsupported> {
+        self.at = thrift_guard::skip_value(self.bytes, self.at, kind)
+            .map_err(|_| Unsupported("unknown field"))?;
+        Ok(())
+    }
+
+    fn expect_i32(&mut self, kind: u8) -> Result<i32, Unsupported> {
+        if kind != T_I32 {
+            return Err(Unsupported("field type"));
+        }
+        self.i32()
+    }
+}
+
+fn encoding(v: i32) -> Result<Encoding, Unsupported> {
+    Ok(match v {
+        0 => Encoding::PLAIN,
+        2 => Encoding::PLAIN_DICTIONARY,
+        3 => Encoding::RLE,
+        #[allow(deprecated)]
+        4 => Encoding::BIT_PACKED,
+        5 => Encoding::DELTA_BINARY_PACKED,
+        6 => Encoding::DELTA_LENGTH_BYTE_ARRAY,
+        7 => Encoding::DELTA_BYTE_ARRAY,
+        8 => Encoding::RLE_DICTIONARY,
+        9 => Encoding::BYTE_STREAM_SPLIT,
+        _ => return Err(Unsupported("encoding")),
+    })
+}
+
+/// Parse a `PageHeader` at the start of `bytes`: its length and what the search needs.
+fn parse_header(bytes: &[u8]) -> Result<(usize, Header), Unsupported> {
+    let mut t = Thrift { bytes, at: 0 };
+    let (mut page_type, mut uncompressed, mut compressed) = (None, None, None);
+    let mut v1 = None;
+    let mut dict = None;
+    let mut v2 = None;
+    let mut last = 0i16;
+    while let Some((id, kind)) = t.field(&mut last)? {
+        match id {
+            1 => page_type = Some(t.expect_i32(kind)?),
+            2 => uncompressed = Some(t.expect_i32(kind)?),
+            3 => compressed = Some(t.expect_i32(kind)?),
+            5 | 7 | 8 => {
+                if kind != T_STRUCT {
+                    return Err(Unsupported("field type"));
+                }
+                // The i32 fields each header starts with: data page v1 4, dictionary 2, v2 6.
+                let ints = match id {
+                    5 => 4,
+                    7 => 2,
+                    _ => 6,
+                };
+                let s = sub_header(&mut t, ints)?;
+                match id {
+                    5 => v1 = Some(s),
+                    7 => dict = Some(s),
+                    _ => v2 = Some(s),
+                }
+            }
+            _ => t.skip(kind)?,
+        }
+    }
+    let (Some(page_type), Some(uncompressed), Some(compressed)) =
+        (page_type, uncompressed, compressed)
+    else {
+        return Err(Unsupported("required field missing"));
+    };
+    let need = |f: &[Option<i32>], i: usize| f.get(i).copied().flatten();
+    let count = |v: Option<i32>| -> Result<i32, Unsupported> {
+        v.filter(|n| *n >= 0).ok_or(Unsupported("count"))
+    };
+    let (kind, v2_compressed) = match page_type {
+        // DATA_PAGE: num_values, encoding, definition and repetition level encodings.
+        0 => {
+            let s = v1.ok_or(Unsupported("no data page header"))?;
+            count(need(&s.ints, 1))?;
+            let e = |i| need(&s.ints, i).ok_or(Unsupported("required field missing"));
+            (
+                PageKind::V1 {
+                    encoding: encoding(e(2)?)?,
+                    def_levels: encoding(e(3)?)?,
+                    rep_levels: encoding(e(4)?)?,
+                },
+                true,
+            )
+        }
+        // DICTIONARY_PAGE: num_values, encoding.
+        2 => {
+            let s = dict.ok_or(Unsupported("no dictionary page header"))?;
+            count(need(&s.ints, 1))?;
+            let e = need(&s.ints, 2).ok_or(Unsupported("required field missing"))?;
+            (PageKind::Dictionary { encoding: encoding(e)? }, true)
+        }
+        // DATA_PAGE_V2: num_values, num_nulls, num_rows, encoding, definition and repetition
+        // levels' byte lengths, is_compressed.
+        3 => {
+            let s = v2.ok_or(Unsupported("no v2 data page header"))?;
+            for i in [1, 2, 3] {
+                count(need(&s.ints, i))?;
+            }
+            let e = need(&s.ints, 4).ok_or(Unsupported("required field missing"))?;
+            let def = count(need(&s.ints, 5))?;
+            let rep = count(need(&s.ints, 6))?;
+            let levels = i64::from(def) + i64::from(rep);
+            if levels > i64::from(uncompressed) {
+                return Err(Unsupported("levels larger than the page"));
+            }
+            (
+                PageKind::V2 {
+                    encoding: encoding(e)?,
+                    levels_len: levels as usize,
+                },
+                s.flag.unwrap_or(true),
+            )
+        }
+        _ => return Err(Unsupported("page type")),
+    };
+    Ok((
+        t.at,
+        Header {
+            kind,
+            compressed,
+            uncompressed,
+            v2_compressed,
+        },
+    ))
+}
+
+/// A data page, dictionary page or v2 data page header: its leading i32 fields by id and
+/// its bool field (the dictionary's `is_sorted`, 3; the v2 header's `is_compressed`, 7).
+struct SubHeader {
+    ints: [Option<i32>; 7],
+    flag: Option<bool>,
+}
+
+/// Read a sub-header whose fields 1..=`ints` are i32 (the rest, statistics among them,
+/// skipped; the bool field kept).
+fn sub_header(t: &mut Thrift, ints: i16) -> Result<SubHeader, Unsupported> {
+    let mut s = SubHeader {
+        ints: [None; 7],
+        flag: None,
+    };
+    let mut last = 0i16;
+    while let Some((id, kind)) = t.field(&mut last)? {
+        if (1..=ints).contains(&id) {
+            s.ints[id as usize] = Some(t.expect_i32(kind)?);
+        } else if id == ints + 1 && matches!(kind, T_TRUE | T_FALSE) && ints != 4 {
+            s.flag = Some(kind == T_TRUE);
+        } else {
+            t.skip(kind)?;
+        }
+    }
+    Ok(s)
+}

@@ -18,7 +18,8 @@
 # its runs right after the current one's on the same files ("before" and "after" interleaved).
 # and the erase part has that binary erase a --warehouse-only copy too, in
 # the same rounds ("before-wh"): a before/after comparison on the same machine state.
-# Uses the release binary (set CARGO_TARGET_DIR to reuse a build) and the PyIceberg venv.
+# Uses the release binary (set CARGO_TARGET_DIR to reuse a build; LETHE_BIN=/path/to/lethe
+# uses that binary instead of building one) and the PyIceberg venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-/tmp/lethe-bench-speed}"
@@ -26,8 +27,12 @@ scan_scales="${2-10 100}"
 erase_scales="${3-1 10 100}"
 rm -rf "$out"; mkdir -p "$out"
 target="${CARGO_TARGET_DIR:-target}"
-cargo build --release -p lethe-cli >&2
-lethe="$(realpath "$target/release/lethe")"
+if [ -n "${LETHE_BIN:-}" ]; then
+  lethe="$(realpath "$LETHE_BIN")"
+else
+  cargo build --release -p lethe-cli >&2
+  lethe="$(realpath "$target/release/lethe")"
+fi
 py="$(bash scripts/python-env.sh)"
 scripts="$(pwd)/scripts"
 timed() { # timed NAME CMD... : runs CMD under /usr/bin/time -v, prints "NAME wall=.. peak_rss_kB=.."

@@ -54,7 +54,10 @@ pub(crate) enum PageKind {
         rep_levels: Encoding,
     },
     /// A v2 data page: `levels_len` bytes of repetition and definition levels first.
-    V2 { encoding: Encoding, levels_len: usize },
+    V2 {
+        encoding: Encoding,
+        levels_len: usize,
+    },
 }
 
 /// What the caller's function says after a page.
@@ -127,10 +130,9 @@ pub(crate) fn read_pages<R: ChunkReader>(
             }
             offset += header_len;
             remaining -= header_len;
-            let (Ok(compressed), Ok(uncompressed)) = (
-                u64::try_from(h.compressed),
-                usize::try_from(h.uncompressed),
-            ) else {
+            let (Ok(compressed), Ok(uncompressed)) =
+                (u64::try_from(h.compressed), usize::try_from(h.uncompressed))
+            else {
                 return Err(Unsupported("negative page size"));
             };
             if compressed > remaining {
@@ -303,8 +305,15 @@ impl Thrift<'_> {
     }
 
     fn skip(&mut self, kind: u8) -> Result<(), Unsupported> {
-        self.at = thrift_guard::skip_value(self.bytes, self.at, kind)
-            .map_err(|_| Unsupported("unknown field"))?;
+        self.at = thrift_guard::skip_value(self.bytes, self.at, kind).map_err(|what| {
+            // Running out of the bytes read ahead (long statistics) is a truncated header.
+            Unsupported(match what {
+                "truncated" | "a length past the end" | "a container larger than the footer" => {
+                    "header truncated"
+                }
+                _ => "unknown field",
+            })
+        })?;
         Ok(())
     }
 
@@ -394,7 +403,12 @@ fn parse_header(bytes: &[u8]) -> Result<(usize, Header), Unsupported> {
             let s = dict.ok_or(Unsupported("no dictionary page header"))?;
             count(need(&s.ints, 1))?;
             let e = need(&s.ints, 2).ok_or(Unsupported("required field missing"))?;
-            (PageKind::Dictionary { encoding: encoding(e)? }, true)
+            (
+                PageKind::Dictionary {
+                    encoding: encoding(e)?,
+                },
+                true,
+            )
         }
         // DATA_PAGE_V2: num_values, num_nulls, num_rows, encoding, definition and repetition
         // levels' byte lengths, is_compressed.
@@ -456,4 +470,195 @@ fn sub_header(t: &mut Thrift, ints: i16) -> Result<SubHeader, Unsupported> {
         }
     }
     Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    //! lethe-scan's page reader against parquet-rs's on random files (every codec, page
+    //! version, dictionary and plain encodings, page sizes; see `parquet_pages`' generator),
+    //! on the same files with bytes corrupted, and on what it leaves to parquet-rs.
+
+    use std::panic::{AssertUnwindSafe, catch_unwind};
+    use std::sync::Arc;
+
+    use arrow::array::{ArrayRef, RecordBatch, StringArray};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use bytes::Bytes;
+    use parquet::arrow::ArrowWriter;
+    use parquet::column::page::PageReader;
+    use parquet::file::metadata::{ColumnChunkMetaData, ParquetMetaDataReader};
+    use parquet::file::properties::WriterProperties;
+    use parquet::file::serialized_reader::SerializedPageReader;
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    use super::{Next, PageKind, Unsupported, read_pages};
+    use crate::formats::parquet_pages::Values;
+    use crate::formats::parquet_pages::page_kind;
+    use crate::formats::parquet_pages::tests::{DENSITY, batch, scan, write};
+
+    type Pages = Vec<(PageKind, Vec<u8>)>;
+
+    fn own(file: &Bytes, chunk: &ColumnChunkMetaData) -> Result<Pages, Unsupported> {
+        let mut pages = Vec::new();
+        read_pages(file, chunk, |kind, buf| {
+            pages.push((kind, buf.to_vec()));
+            Next::Continue
+        })?;
+        Ok(pages)
+    }
+
+    /// parquet-rs's pages, or its error (a panic counts as one).
+    fn parquet_rs(file: &Bytes, chunk: &ColumnChunkMetaData, rows: usize) -> Result<Pages, String> {
+        catch_unwind(AssertUnwindSafe(|| {
+            let mut reader = SerializedPageReader::new(Arc::new(file.clone()), chunk, rows, None)
+                .map_err(|e| e.to_string())?;
+            let mut pages = Vec::new();
+            while let Some(page) = reader.get_next_page().map_err(|e| e.to_string())? {
+                let (kind, buf) = page_kind(&page);
+                pages.push((kind, buf.to_vec()));
+            }
+            Ok(pages)
+        }))
+        .unwrap_or_else(|_| Err("panicked".into()))
+    }
+
+    fn seed() -> u64 {
+        let seed = std::env::var("LETHE_SCAN_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(20_261_201u64);
+        println!("seed: {seed} (set LETHE_SCAN_SEED to override)");
+        seed
+    }
+
+    #[test]
+    fn pages_are_those_parquet_rs_reads_and_corrupt_ones_are_refused_as_it_refuses_them() {
+        let seed = seed();
+        let mut rng = StdRng::seed_from_u64(seed);
+        let (mut read, mut left, mut corrupt_read, mut corrupt_left) = (0, 0, 0, 0);
+        for round in 0..24 {
+            DENSITY.set([0.0, 0.003, 0.5][round % 3]);
+            let batches: Vec<RecordBatch> = (0..rng.random_range(1..3))
+                .map(|_| {
+                    let n = rng.random_range(1..1200);
+                    batch(&mut rng, n)
+                })
+                .collect();
+            let (file, described) = write(&mut rng, &batches);
+            let file = Bytes::from(file);
+            let md = ParquetMetaDataReader::new()
+                .parse_and_finish(&file)
+                .unwrap();
+            for rg in md.row_groups() {
+                let rows = rg.num_rows() as usize;
+                for chunk in rg.columns() {
+                    let theirs = parquet_rs(&file, chunk, rows).expect("parquet-rs reads it");
+                    match own(&file, chunk) {
+                        Ok(ours) => {
+                            assert_eq!(ours, theirs, "round {round} (seed {seed}): {described}");
+                            read += 1;
+                        }
+                        Err(why) => {
+                            // Only what the reader doesn't handle is left to parquet-rs.
+                            assert!(
+                                why.0 == "codec" || why.0 == "header truncated",
+                                "round {round} (seed {seed}): {why:?}: {described}"
+                            );
+                            left += 1;
+                        }
+                    }
+                }
+            }
+            // Corrupt bytes before the footer: whatever this reader reads, parquet-rs reads
+            // the same; what it refuses is parquet-rs's to read or refuse.
+            let footer_at = {
+                let n = file.len();
+                let len = u32::from_le_bytes(file[n - 8..n - 4].try_into().unwrap()) as usize;
+                n - 8 - len
+            };
+            for _ in 0..20 {
+                let mut bad = file.to_vec();
+                for _ in 0..rng.random_range(1..4) {
+                    let at = rng.random_range(4..footer_at);
+                    bad[at] = match rng.random_range(0..3) {
+                        0 => rng.random(),
+                        1 => bad[at] ^ (1 << rng.random_range(0..8)),
+                        _ => bad[at].wrapping_add(1),
+                    };
+                }
+                let bad = Bytes::from(bad);
+                for rg in md.row_groups() {
+                    for chunk in rg.columns() {
+                        match own(&bad, chunk) {
+                            Ok(ours) => {
+                                let theirs = parquet_rs(&bad, chunk, rg.num_rows() as usize);
+                                assert_eq!(
+                                    Ok(ours),
+                                    theirs,
+                                    "corrupt, round {round} (seed {seed}): {described}"
+                                );
+                                corrupt_read += 1;
+                            }
+                            Err(_) => corrupt_left += 1,
+                        }
+                    }
+                }
+            }
+        }
+        println!(
+            "chunks read {read}, left to parquet-rs {left}; corrupted: read {corrupt_read}, left {corrupt_left}"
+        );
+        assert!(read > 200 && left > 20, "read {read}, left {left}");
+        assert!(corrupt_read > 200 && corrupt_left > 100);
+    }
+
+    #[test]
+    fn a_page_header_longer_than_the_peek_is_left_to_parquet_rs() {
+        // Page header statistics of a 100 KB value, untruncated: the header is longer than
+        // the reader reads ahead; the scan still finds the trace behind it, as decoding does.
+        let long: String = "x".repeat(100 << 10);
+        let values = StringArray::from(vec![long.as_str(), "mateo3590@web.example"]);
+        let schema = Arc::new(Schema::new(vec![Field::new("email", DataType::Utf8, true)]));
+        let batch =
+            RecordBatch::try_new(schema.clone(), vec![Arc::new(values) as ArrayRef]).unwrap();
+        let props = WriterProperties::builder()
+            .set_dictionary_enabled(false)
+            .set_write_page_header_statistics(true)
+            .set_statistics_truncate_length(None)
+            .build();
+        let mut out = Vec::new();
+        let mut w = ArrowWriter::try_new(&mut out, schema, Some(props)).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        let file = Bytes::from(out);
+        let md = ParquetMetaDataReader::new()
+            .parse_and_finish(&file)
+            .unwrap();
+        let chunk = md.row_group(0).column(0);
+        assert_eq!(own(&file, chunk), Err(Unsupported("header truncated")));
+        assert!(parquet_rs(&file, chunk, 2).is_ok());
+
+        let subjects = vec![crate::SubjectTraces {
+            label: "s".into(),
+            ids: Vec::new(),
+            values: vec![crate::ValueTrace {
+                kind: "email".into(),
+                value: "MATEO3590@WEB.EXAMPLE".into(),
+            }],
+        }];
+        let traces = crate::TraceSet::new(&subjects, 15).unwrap();
+        let search = scan(&traces, &file, false, Values::Search);
+        let reference = scan(&traces, &file, false, Values::Reference);
+        assert!(search.0.is_ok(), "{:?}", search.0);
+        assert_eq!(search, reference);
+        assert!(
+            search
+                .1
+                .iter()
+                .any(|h| h.detail == "column `email`, first at row 1"),
+            "{:?}",
+            search.1
+        );
+    }
 }

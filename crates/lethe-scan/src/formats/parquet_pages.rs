@@ -2,13 +2,17 @@
 //! decoded.
 //!
 //! Every page of every column chunk is read and decompressed (a page that can't be is an
-//! unreadable file, as before). Then, instead of decoding every value:
+//! unreadable file, as before), by lethe-scan's own page reader (`parquet_chunk`: one
+//! decompression context and one output buffer per thread, the same page bytes as
+//! parquet-rs's reader) or, for what that reader doesn't handle, by parquet-rs's. Then,
+//! instead of decoding every value:
 //! - byte-array columns (strings, binary, fixed-size): the bytes of PLAIN and
 //!   DELTA_LENGTH_BYTE_ARRAY data pages and of dictionary pages hold the values' bytes, and are
 //!   searched whole with the value prefixes (and, in a column that may hold IDs, the text IDs),
 //!   with the case folding the value search uses ([`TraceSet::page_may_hold`]);
 //! - INT32/INT64 columns that may hold IDs: PLAIN data pages and dictionary pages are searched
-//!   for the IDs' little-endian bytes;
+//!   for the IDs' little-endian bytes (values at known offsets compared one by one with the
+//!   IDs of the ID columns the value walk could compare the column with);
 //! - dictionary-encoded data pages hold only indices (their values are the dictionary's);
 //! - pages in any other encoding (DELTA_BYTE_ARRAY, DELTA_BINARY_PACKED, BYTE_STREAM_SPLIT)
 //!   can't be searched as bytes: their column chunk is decoded.
@@ -271,49 +275,54 @@ fn chunk_may_hold_parquet_rs<R: ChunkReader + 'static>(
         Arc::clone(props),
     )?;
     while let Some(page) = pages.get_next_page()? {
-        let (kind, buf) = match &page {
-            Page::DictionaryPage { buf, encoding, .. } => (
-                PageKind::Dictionary {
-                    encoding: *encoding,
-                },
-                buf,
-            ),
-            Page::DataPage {
-                buf,
-                encoding,
-                def_level_encoding,
-                rep_level_encoding,
-                ..
-            } => (
-                PageKind::V1 {
-                    encoding: *encoding,
-                    def_levels: *def_level_encoding,
-                    rep_levels: *rep_level_encoding,
-                },
-                buf,
-            ),
-            Page::DataPageV2 {
-                buf,
-                encoding,
-                def_levels_byte_len,
-                rep_levels_byte_len,
-                ..
-            } => (
-                PageKind::V2 {
-                    encoding: *encoding,
-                    levels_len: usize::try_from(
-                        u64::from(*def_levels_byte_len) + u64::from(*rep_levels_byte_len),
-                    )
-                    .unwrap_or(usize::MAX),
-                },
-                buf,
-            ),
-        };
+        let (kind, buf) = page_kind(&page);
         if search.page_may_hold(kind, buf, scratch) {
             return Ok(true);
         }
     }
     Ok(false)
+}
+
+/// A parquet-rs page as lethe-scan's page reader describes it, and its bytes.
+pub(crate) fn page_kind(page: &Page) -> (PageKind, &[u8]) {
+    match page {
+        Page::DictionaryPage { buf, encoding, .. } => (
+            PageKind::Dictionary {
+                encoding: *encoding,
+            },
+            buf,
+        ),
+        Page::DataPage {
+            buf,
+            encoding,
+            def_level_encoding,
+            rep_level_encoding,
+            ..
+        } => (
+            PageKind::V1 {
+                encoding: *encoding,
+                def_levels: *def_level_encoding,
+                rep_levels: *rep_level_encoding,
+            },
+            buf,
+        ),
+        Page::DataPageV2 {
+            buf,
+            encoding,
+            def_levels_byte_len,
+            rep_levels_byte_len,
+            ..
+        } => (
+            PageKind::V2 {
+                encoding: *encoding,
+                levels_len: usize::try_from(
+                    u64::from(*def_levels_byte_len) + u64::from(*rep_levels_byte_len),
+                )
+                .unwrap_or(usize::MAX),
+            },
+            buf,
+        ),
+    }
 }
 
 /// How the pages of one column chunk are searched.
@@ -422,7 +431,7 @@ pub(crate) fn v1_values_offset(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     //! The byte search against the reference (every value decoded in one pass): random files
     //! of every encoding, page version, codec, row-group and page size, nested types, nulls,
     //! non-ASCII and invalid UTF-8, with traces planted, near-missed and split across values.
@@ -505,7 +514,7 @@ mod tests {
     thread_local! {
         /// How often a generated value comes from the pool of traces and near misses (varied
         /// per file, so that many column chunks hold nothing and are not decoded).
-        static DENSITY: std::cell::Cell<f64> = const { std::cell::Cell::new(0.5) };
+        pub(crate) static DENSITY: std::cell::Cell<f64> = const { std::cell::Cell::new(0.5) };
     }
 
     fn from_pool(rng: &mut StdRng) -> bool {
@@ -610,7 +619,7 @@ mod tests {
         (OffsetBuffer::from_lengths(lens), total)
     }
 
-    fn batch(rng: &mut StdRng, n: usize) -> RecordBatch {
+    pub(crate) fn batch(rng: &mut StdRng, n: usize) -> RecordBatch {
         let learner: Int64Array = (0..n)
             .map(|_| (!rng.random_bool(0.1)).then(|| int(rng)))
             .collect();
@@ -743,7 +752,7 @@ mod tests {
         .unwrap()
     }
 
-    fn write(rng: &mut StdRng, batches: &[RecordBatch]) -> (Vec<u8>, String) {
+    pub(crate) fn write(rng: &mut StdRng, batches: &[RecordBatch]) -> (Vec<u8>, String) {
         let schema = batches[0].schema();
         let descr = ArrowSchemaConverter::new().convert(&schema).unwrap();
         let codec = [
@@ -752,9 +761,13 @@ mod tests {
             Compression::ZSTD(Default::default()),
             Compression::GZIP(Default::default()),
             Compression::LZ4_RAW,
-        ][rng.random_range(0..5)];
+            // Left to parquet-rs's page reader by lethe-scan's.
+            Compression::BROTLI(Default::default()),
+            Compression::LZ4,
+        ][rng.random_range(0..7)];
         let mut b = WriterProperties::builder()
             .set_compression(codec)
+            .set_write_page_header_statistics(rng.random_bool(0.2))
             .set_writer_version(if rng.random_bool(0.5) {
                 WriterVersion::PARQUET_1_0
             } else {
@@ -804,7 +817,7 @@ mod tests {
         (out, described)
     }
 
-    fn scan(
+    pub(crate) fn scan(
         traces: &TraceSet,
         file: &[u8],
         values_only: bool,
@@ -905,7 +918,14 @@ mod tests {
             DECODED.load(Ordering::Relaxed),
             SKIPPED.load(Ordering::Relaxed),
         );
-        println!("column chunks decoded {decoded}, skipped {skipped}");
+        let (own, fallback) = (
+            OWN_READER.load(Ordering::Relaxed),
+            FALLBACK.load(Ordering::Relaxed),
+        );
+        println!(
+            "column chunks decoded {decoded}, skipped {skipped}; read by lethe-scan's page reader {own}, by parquet-rs's {fallback}"
+        );
+        assert!(own > 100 && fallback > 10, "own {own}, fallback {fallback}");
         assert!(
             decoded > 100 && skipped > 100,
             "decoded {decoded}, skipped {skipped}"

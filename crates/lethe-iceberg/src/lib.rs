@@ -37,4 +37,15 @@ pub mod store;
 pub mod table;
 pub mod writer;
 
+/// A seed for a randomized unit test: `LETHE_TEST_SEED` or a random one; always printed.
+#[cfg(test)]
+fn test_seed() -> u64 {
+    let seed: u64 = std::env::var("LETHE_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(rand::random);
+    println!("seed {seed} (LETHE_TEST_SEED={seed} repeats it)");
+    seed
+}
+
 pub use error::{Error, Result};

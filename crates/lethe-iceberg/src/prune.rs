@@ -810,11 +810,7 @@ mod tests {
     /// are exactly a full read's.
     #[test]
     fn pruned_positions_equal_a_full_read_on_random_files() {
-        let seed: u64 = std::env::var("LETHE_TEST_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(rand::random);
-        println!("seed {seed} (LETHE_TEST_SEED={seed} repeats it)");
+        let seed = crate::test_seed();
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let dir = tempfile::tempdir().unwrap();
         let store = LocalStore::new();

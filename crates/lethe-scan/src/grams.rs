@@ -345,11 +345,7 @@ mod tests {
     /// patterns.
     #[test]
     fn answers_as_the_automaton_does() {
-        let seed = std::env::var("LETHE_SCAN_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(5u64);
-        println!("seed: {seed} (set LETHE_SCAN_SEED to override)");
+        let seed = crate::test_seed(5);
         let mut rng = StdRng::seed_from_u64(seed);
         for count in [1, 10, 63, 64, 300, 3000] {
             for lengths in [1..8, 8..15, 15..40, 1..40] {

@@ -55,6 +55,17 @@ mod grams;
 mod report;
 mod traces;
 
+/// A seed for a randomized unit test: `LETHE_SCAN_SEED` or `default`; always printed.
+#[cfg(test)]
+fn test_seed(default: u64) -> u64 {
+    let seed = std::env::var("LETHE_SCAN_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default);
+    println!("seed: {seed} (set LETHE_SCAN_SEED to override)");
+    seed
+}
+
 pub use engine::ScanEngine;
 pub use report::{
     FileFormat, FileReport, FileStatus, Hit, MAX_HITS_PER_FILE, Place, Progress, ScanReport,

@@ -901,11 +901,7 @@ mod tests {
     fn fold_for_search_agrees_with_folding_every_char() {
         use rand::rngs::StdRng;
         use rand::{Rng, SeedableRng};
-        let seed = std::env::var("LETHE_SCAN_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(20_261_201u64);
-        println!("seed: {seed} (set LETHE_SCAN_SEED to override)");
+        let seed = crate::test_seed(20_261_201);
         let mut rng = StdRng::seed_from_u64(seed);
         let pieces: &[&[u8]] = &[
             b"a",

@@ -77,13 +77,10 @@ pub(crate) async fn contents(ws: &Workspace) -> BTreeMap<String, Vec<String>> {
 }
 
 /// One table's rows, as sorted debug lines.
-async fn table_rows(ws: &Workspace, name: &TableName) -> Vec<String> {
-    let t = ws.warehouse.load(name).await.unwrap();
-    let batches = select_rows(&ws.warehouse, &t, &Predicate::True)
-        .await
-        .unwrap();
+/// Each row of `batches` as one `|`-joined line of its displayed cells, sorted.
+fn sorted_lines(batches: &[arrow::array::RecordBatch]) -> Vec<String> {
     let mut rows = Vec::new();
-    for b in &batches {
+    for b in batches {
         for i in 0..b.num_rows() {
             let cells: Vec<String> = b
                 .columns()
@@ -95,6 +92,14 @@ async fn table_rows(ws: &Workspace, name: &TableName) -> Vec<String> {
     }
     rows.sort();
     rows
+}
+
+async fn table_rows(ws: &Workspace, name: &TableName) -> Vec<String> {
+    let t = ws.warehouse.load(name).await.unwrap();
+    let batches = select_rows(&ws.warehouse, &t, &Predicate::True)
+        .await
+        .unwrap();
+    sorted_lines(&batches)
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -704,19 +709,7 @@ async fn a_pipeline_is_rerun_only_when_an_input_changed() {
 async fn full_run_rows(ws: &Workspace, p: &lethe::pipeline::Pipeline) -> Vec<String> {
     let ctx = lethe::pipeline::session(ws).await.unwrap();
     let batches = ctx.sql(&p.sql).await.unwrap().collect().await.unwrap();
-    let mut rows = Vec::new();
-    for b in &batches {
-        for i in 0..b.num_rows() {
-            let cells: Vec<String> = b
-                .columns()
-                .iter()
-                .map(|c| arrow::util::display::array_value_to_string(c, i).unwrap())
-                .collect();
-            rows.push(cells.join("|"));
-        }
-    }
-    rows.sort();
-    rows
+    sorted_lines(&batches)
 }
 
 /// Extra pipelines over the demo's tables for the incremental recompute's tests: (name, SQL

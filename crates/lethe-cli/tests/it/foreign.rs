@@ -774,11 +774,7 @@ async fn pruned_reads_find_every_matching_row_on_random_tables() {
     use lethe_iceberg::writer::WriteOptions;
     use rand::{Rng, SeedableRng};
 
-    let seed: u64 = std::env::var("LETHE_TEST_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(rand::random);
-    println!("seed {seed} (LETHE_TEST_SEED={seed} repeats it)");
+    let seed = crate::common::seed(rand::random());
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     let f = Foreign::bare("", &subjects("email"));
     let schema = Schema::builder()

@@ -702,11 +702,7 @@ mod tests {
     /// reachable one finds; a set that is not the oldest ones goes the reachable way.
     #[tokio::test(flavor = "multi_thread")]
     async fn incremental_cleanup_finds_what_the_reachable_one_finds() {
-        let seed: u64 = std::env::var("LETHE_TEST_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(rand::random);
-        println!("seed {seed} (LETHE_TEST_SEED={seed} repeats it)");
+        let seed = crate::test_seed();
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(LocalStore::new());

@@ -523,18 +523,9 @@ mod tests {
         .unwrap_or_else(|_| Err("panicked".into()))
     }
 
-    fn seed() -> u64 {
-        let seed = std::env::var("LETHE_SCAN_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(20_261_201u64);
-        println!("seed: {seed} (set LETHE_SCAN_SEED to override)");
-        seed
-    }
-
     #[test]
     fn pages_are_those_parquet_rs_reads_and_corrupt_ones_are_refused_as_it_refuses_them() {
-        let seed = seed();
+        let seed = crate::test_seed(20_261_201);
         let mut rng = StdRng::seed_from_u64(seed);
         let (mut read, mut left, mut corrupt_read, mut corrupt_left) = (0, 0, 0, 0);
         for round in 0..24 {

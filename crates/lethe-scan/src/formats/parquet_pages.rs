@@ -831,11 +831,7 @@ pub(crate) mod tests {
 
     #[test]
     fn searching_bytes_finds_what_decoding_every_value_finds() {
-        let seed = std::env::var("LETHE_SCAN_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(20_260_518u64);
-        println!("seed: {seed} (set LETHE_SCAN_SEED to override)");
+        let seed = crate::test_seed(20_260_518);
         let mut rng = StdRng::seed_from_u64(seed);
         let subjects = subjects();
         let all = TraceSet::new(&subjects, 15).unwrap();

@@ -22,7 +22,8 @@
 //!
 //! Does not: decrypt encrypted Parquet (reported unreadable), compare float/decimal columns.
 
-use arrow::array::{Array, AsArray};
+use arrow::array::{Array, AsArray, GenericByteArray};
+use arrow::datatypes::{ArrowNativeType, ByteArrayType};
 use arrow::datatypes::{
     DataType, Int8Type, Int16Type, Int32Type, Int64Type, UInt8Type, UInt16Type, UInt32Type,
     UInt64Type,
@@ -41,7 +42,7 @@ use parquet::file::reader::{ChunkReader, Length};
 
 pub(crate) use super::parquet_pages::Values;
 use crate::report::{Deferred, Hits, Order, Place};
-use crate::traces::IdColumn;
+use crate::traces::{IdColumn, PageSearch};
 
 /// Rows per record batch.
 pub(crate) const BATCH_ROWS: usize = 1024;
@@ -431,18 +432,28 @@ pub(crate) fn decode_values<R: ChunkReader + 'static>(
     let reader = builder
         .build()
         .map_err(|e| format!("cannot read data: {e}"))?;
+    // The reference (every value searched on its own) searches every batch's values.
+    #[cfg(any(test, feature = "reference"))]
+    let filter_batches = !matches!(projection, Projection::All);
+    #[cfg(not(any(test, feature = "reference")))]
+    let filter_batches = true;
+    let mut w = DataWalk {
+        sink,
+        place,
+        first_row,
+        rows: 0,
+        leaf: 0,
+        filter_batches,
+        scratch: Vec::new(),
+    };
     let mut row = first_row;
     for batch in reader {
         let batch = batch.map_err(|e| format!("data after row {row}: {e}"))?;
         let schema = batch.schema();
         for (i, field) in schema.fields().iter().enumerate() {
-            let mut w = DataWalk {
-                sink,
-                place,
-                first_row: row,
-                rows: batch.num_rows() as u64,
-                leaf: first_leaves.get(i).copied().unwrap_or(u32::MAX),
-            };
+            w.first_row = row;
+            w.rows = batch.num_rows() as u64;
+            w.leaf = first_leaves.get(i).copied().unwrap_or(u32::MAX);
             w.walk(
                 batch.column(i).as_ref(),
                 field.name(),
@@ -550,6 +561,16 @@ fn detail(path: &str, top: bool, i: usize, first_row: u64, rows: u64) -> String 
     }
 }
 
+/// The bytes of every value of a string or binary array, each value's bytes contiguous.
+fn value_bytes<T: ByteArrayType>(a: &GenericByteArray<T>) -> &[u8] {
+    let offsets = a.value_offsets();
+    let (Some(first), Some(last)) = (offsets.first(), offsets.last()) else {
+        return &[];
+    };
+    let (first, last) = (first.as_usize(), last.as_usize());
+    a.value_data().get(first..last).unwrap_or(a.value_data())
+}
+
 struct DataWalk<'h, 't> {
     sink: &'h mut Deferred<'t>,
     place: Place,
@@ -558,6 +579,12 @@ struct DataWalk<'h, 't> {
     /// The leaf column being walked (its index in the file's schema), advanced after each
     /// leaf: with the row, it orders occurrences as a walk of whole batches met them.
     leaf: u32,
+    /// When true, the bytes of a batch's byte-array values are searched at once first, and
+    /// the values one by one only when that search may have found something (see
+    /// [`DataWalk::text`]).
+    filter_batches: bool,
+    /// Reused by the search of a batch's bytes.
+    scratch: Vec<u8>,
 }
 
 impl DataWalk<'_, '_> {
@@ -578,15 +605,33 @@ impl DataWalk<'_, '_> {
         }
     }
 
+    /// Search byte-array values (`i`: the value's index in the batch). `whole`, when given,
+    /// holds every value's bytes, each contiguous (the array's value buffer): when the page
+    /// search (a superset of what searching each value finds, see
+    /// [`TraceSet::page_may_hold`]) finds nothing in it, no value holds a trace or equals an
+    /// ID, and the values are not searched one by one.
     fn text<'a>(
         &mut self,
         path: &str,
         name: &str,
         top: bool,
+        whole: Option<&[u8]>,
         values: impl Iterator<Item = (usize, &'a [u8])>,
     ) {
         let traces = self.sink.traces;
         let col = traces.id_column(name);
+        if let Some(whole) = whole
+            && self.filter_batches
+            && traces.page_bytes_searchable()
+        {
+            let what = match col {
+                Some(_) if !self.sink.values_only => PageSearch::ValuesAndIds,
+                _ => PageSearch::Values,
+            };
+            if !traces.page_may_hold(what, whole, &mut self.scratch) {
+                return;
+            }
+        }
         let group = format!("column `{path}`");
         let (first_row, rows) = (self.first_row, self.rows);
         for (i, v) in values {
@@ -669,6 +714,7 @@ impl DataWalk<'_, '_> {
                         path,
                         name,
                         top,
+                        Some(value_bytes(s)),
                         s.iter()
                             .enumerate()
                             .filter_map(|(i, v)| v.map(|v| (i, v.as_bytes()))),
@@ -681,6 +727,7 @@ impl DataWalk<'_, '_> {
                         path,
                         name,
                         top,
+                        Some(value_bytes(s)),
                         s.iter()
                             .enumerate()
                             .filter_map(|(i, v)| v.map(|v| (i, v.as_bytes()))),
@@ -693,6 +740,7 @@ impl DataWalk<'_, '_> {
                         path,
                         name,
                         top,
+                        None,
                         s.iter()
                             .enumerate()
                             .filter_map(|(i, v)| v.map(|v| (i, v.as_bytes()))),
@@ -705,6 +753,7 @@ impl DataWalk<'_, '_> {
                         path,
                         name,
                         top,
+                        Some(value_bytes(s)),
                         s.iter().enumerate().filter_map(|(i, v)| v.map(|v| (i, v))),
                     );
                 }
@@ -715,6 +764,7 @@ impl DataWalk<'_, '_> {
                         path,
                         name,
                         top,
+                        Some(value_bytes(s)),
                         s.iter().enumerate().filter_map(|(i, v)| v.map(|v| (i, v))),
                     );
                 }
@@ -725,6 +775,7 @@ impl DataWalk<'_, '_> {
                         path,
                         name,
                         top,
+                        None,
                         s.iter().enumerate().filter_map(|(i, v)| v.map(|v| (i, v))),
                     );
                 }
@@ -735,6 +786,7 @@ impl DataWalk<'_, '_> {
                         path,
                         name,
                         top,
+                        Some(s.value_data()),
                         s.iter().enumerate().filter_map(|(i, v)| v.map(|v| (i, v))),
                     );
                 }

@@ -17,6 +17,7 @@ use parquet::file::metadata::ParquetMetaData;
 use parquet::file::properties::ReaderProperties;
 use parquet::file::reader::ChunkReader;
 use parquet::file::serialized_reader::SerializedPageReader;
+use parquet::schema::types::ColumnDescriptor;
 
 use super::parquet_pages::v1_values_offset;
 
@@ -66,60 +67,84 @@ pub(crate) fn check_pages<R: ChunkReader + 'static>(
                 .get_next_page()
                 .map_err(|e| format!("{}: {e}", name()))?
             {
-                let (buf, encoding, values_at, count) = match &page {
-                    Page::DictionaryPage { .. } => continue,
-                    Page::DataPage {
-                        buf,
-                        encoding,
-                        num_values,
-                        def_level_encoding,
-                        rep_level_encoding,
-                        ..
-                    } => (
-                        buf,
-                        *encoding,
-                        v1_values_offset(
-                            buf,
-                            (descr.max_rep_level() > 0).then_some(*rep_level_encoding),
-                            (descr.max_def_level() > 0).then_some(*def_level_encoding),
-                        ),
-                        *num_values,
-                    ),
-                    Page::DataPageV2 {
-                        buf,
-                        encoding,
-                        num_values,
-                        def_levels_byte_len,
-                        rep_levels_byte_len,
-                        ..
-                    } => (
-                        buf,
-                        *encoding,
-                        usize::try_from(
-                            u64::from(*def_levels_byte_len) + u64::from(*rep_levels_byte_len),
-                        )
-                        .ok(),
-                        *num_values,
-                    ),
-                };
-                let delta_byte_array = match encoding {
-                    Encoding::DELTA_LENGTH_BYTE_ARRAY => false,
-                    Encoding::DELTA_BYTE_ARRAY => true,
-                    _ => {
-                        k += 1;
-                        continue;
-                    }
-                };
-                let values = values_at
-                    .and_then(|at| buf.get(at..))
-                    .ok_or_else(|| format!("{}, page {k}: levels past the page's end", name()))?;
-                check_delta(values, u64::from(count), delta_byte_array)
+                check_page(&descr, &page)
                     .map_err(|what| format!("{}, page {k}: {what}", name()))?;
-                k += 1;
+                if !matches!(page, Page::DictionaryPage { .. }) {
+                    k += 1;
+                }
             }
         }
     }
     Ok(())
+}
+
+/// [`check_pages`] of one column chunk whose pages are already read (`pages`, in order, as
+/// parquet-rs's page reader gives them); `name` names the chunk in the error.
+pub(crate) fn check_read_pages(
+    descr: &ColumnDescriptor,
+    pages: &[Page],
+    name: impl Fn() -> String,
+) -> Result<(), String> {
+    if !matches!(
+        descr.physical_type(),
+        PhysicalType::BYTE_ARRAY | PhysicalType::FIXED_LEN_BYTE_ARRAY
+    ) {
+        return Ok(());
+    }
+    let data = pages
+        .iter()
+        .filter(|p| !matches!(p, Page::DictionaryPage { .. }));
+    for (k, page) in data.enumerate() {
+        check_page(descr, page).map_err(|what| format!("{}, page {k}: {what}", name()))?;
+    }
+    Ok(())
+}
+
+/// Check one page of a byte-array column (a dictionary page or a page in another encoding
+/// passes).
+fn check_page(descr: &ColumnDescriptor, page: &Page) -> Result<(), &'static str> {
+    let (buf, encoding, values_at, count) = match page {
+        Page::DictionaryPage { .. } => return Ok(()),
+        Page::DataPage {
+            buf,
+            encoding,
+            num_values,
+            def_level_encoding,
+            rep_level_encoding,
+            ..
+        } => (
+            buf,
+            *encoding,
+            v1_values_offset(
+                buf,
+                (descr.max_rep_level() > 0).then_some(*rep_level_encoding),
+                (descr.max_def_level() > 0).then_some(*def_level_encoding),
+            ),
+            *num_values,
+        ),
+        Page::DataPageV2 {
+            buf,
+            encoding,
+            num_values,
+            def_levels_byte_len,
+            rep_levels_byte_len,
+            ..
+        } => (
+            buf,
+            *encoding,
+            usize::try_from(u64::from(*def_levels_byte_len) + u64::from(*rep_levels_byte_len)).ok(),
+            *num_values,
+        ),
+    };
+    let delta_byte_array = match encoding {
+        Encoding::DELTA_LENGTH_BYTE_ARRAY => false,
+        Encoding::DELTA_BYTE_ARRAY => true,
+        _ => return Ok(()),
+    };
+    let values = values_at
+        .and_then(|at| buf.get(at..))
+        .ok_or("levels past the page's end")?;
+    check_delta(values, u64::from(count), delta_byte_array)
 }
 
 /// Check the lengths' header(s) at the start of a delta byte-array page's values.

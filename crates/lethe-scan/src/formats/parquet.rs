@@ -33,10 +33,16 @@ use std::sync::Arc;
 use bytes::Bytes;
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{
-    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader,
+    ParquetRecordBatchReaderBuilder, RowGroups,
 };
+use parquet::arrow::parquet_to_arrow_field_levels;
 use parquet::basic::Type as PhysicalType;
-use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData, ParquetMetaDataReader};
+use parquet::column::page::{Page, PageIterator, PageMetadata, PageReader};
+use parquet::errors::ParquetError;
+use parquet::file::metadata::{
+    PageIndexPolicy, ParquetMetaData, ParquetMetaDataReader, RowGroupMetaData,
+};
 use parquet::file::page_index::column_index::ColumnIndexMetaData;
 use parquet::file::reader::{ChunkReader, Length};
 
@@ -437,6 +443,159 @@ pub(crate) fn decode_values<R: ChunkReader + 'static>(
     let filter_batches = !matches!(projection, Projection::All);
     #[cfg(not(any(test, feature = "reference")))]
     let filter_batches = true;
+    walk_batches(
+        reader,
+        sink,
+        place,
+        &first_leaves,
+        first_row,
+        filter_batches,
+    )
+}
+
+/// [`decode_values`] of leaf column `leaf` (not under a list or map) in row group `group`
+/// from its pages as already read and decompressed (`pages`, in order: the `Page`s
+/// parquet-rs's page reader gives for the chunk, see `parquet_chunk`): decoded by arrow-rs as
+/// [`decode_values`] decodes them, without reading and decompressing them again.
+pub(crate) fn decode_read_pages(
+    meta: &ArrowReaderMetadata,
+    sink: &mut Deferred,
+    place: Place,
+    leaf: usize,
+    group: usize,
+    first_row: u64,
+    pages: Vec<Page>,
+) -> Result<(), String> {
+    let md = meta.metadata();
+    let schema = md.file_metadata().schema_descr();
+    let descr = schema.column(leaf);
+    super::delta_guard::check_read_pages(&descr, &pages, || {
+        format!("column `{}`, row group {group}", descr.path().string())
+    })?;
+    let mask = ProjectionMask::leaves(schema, [leaf]);
+    let levels = parquet_to_arrow_field_levels(schema, mask, Some(meta.schema().fields()))
+        .map_err(|e| format!("cannot read data: {e}"))?;
+    let chunk = ReadChunk {
+        md: Arc::clone(md),
+        group,
+        leaf,
+        pages: std::sync::Mutex::new(Some(pages)),
+    };
+    let reader =
+        ParquetRecordBatchReader::try_new_with_row_groups(&levels, &chunk, BATCH_ROWS, None)
+            .map_err(|e| format!("cannot read data: {e}"))?;
+    let first_leaf = vec![u32::try_from(leaf).unwrap_or(u32::MAX)];
+    walk_batches(reader, sink, place, &first_leaf, first_row, true)
+}
+
+/// One column chunk's pages, already read, as the row groups arrow-rs decodes.
+struct ReadChunk {
+    md: Arc<ParquetMetaData>,
+    group: usize,
+    leaf: usize,
+    /// Taken by the one reader of the chunk.
+    pages: std::sync::Mutex<Option<Vec<Page>>>,
+}
+
+impl RowGroups for ReadChunk {
+    fn num_rows(&self) -> usize {
+        self.md
+            .row_groups()
+            .get(self.group)
+            .and_then(|rg| usize::try_from(rg.num_rows()).ok())
+            .unwrap_or(0)
+    }
+
+    fn column_chunks(&self, i: usize) -> parquet::errors::Result<Box<dyn PageIterator>> {
+        let pages = match self.pages.lock() {
+            Ok(mut p) if i == self.leaf => p.take(),
+            _ => None,
+        }
+        .ok_or_else(|| ParquetError::General(format!("column {i} was not read")))?;
+        Ok(Box::new(OnePageReader(Some(ReadPages(pages.into())))))
+    }
+
+    fn row_groups(&self) -> Box<dyn Iterator<Item = &RowGroupMetaData> + '_> {
+        Box::new(self.md.row_groups().get(self.group).into_iter())
+    }
+
+    fn metadata(&self) -> &ParquetMetaData {
+        &self.md
+    }
+}
+
+/// The page iterator of a [`ReadChunk`]: its one chunk's pages.
+struct OnePageReader(Option<ReadPages>);
+
+impl Iterator for OnePageReader {
+    type Item = parquet::errors::Result<Box<dyn PageReader>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.0
+            .take()
+            .map(|p| Ok(Box::new(p) as Box<dyn PageReader>))
+    }
+}
+
+impl PageIterator for OnePageReader {}
+
+/// Pages already read, given in order (their metadata as parquet-rs's page reader gives it
+/// from the headers).
+struct ReadPages(std::collections::VecDeque<Page>);
+
+impl Iterator for ReadPages {
+    type Item = parquet::errors::Result<Page>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.get_next_page().transpose()
+    }
+}
+
+impl PageReader for ReadPages {
+    fn get_next_page(&mut self) -> parquet::errors::Result<Option<Page>> {
+        Ok(self.0.pop_front())
+    }
+
+    fn peek_next_page(&mut self) -> parquet::errors::Result<Option<PageMetadata>> {
+        Ok(self.0.front().map(|p| match p {
+            Page::DictionaryPage { .. } => PageMetadata {
+                num_rows: None,
+                num_levels: None,
+                is_dict: true,
+            },
+            Page::DataPage { num_values, .. } => PageMetadata {
+                num_rows: None,
+                num_levels: Some(*num_values as usize),
+                is_dict: false,
+            },
+            Page::DataPageV2 {
+                num_values,
+                num_rows,
+                ..
+            } => PageMetadata {
+                num_rows: Some(*num_rows as usize),
+                num_levels: Some(*num_values as usize),
+                is_dict: false,
+            },
+        }))
+    }
+
+    fn skip_next_page(&mut self) -> parquet::errors::Result<()> {
+        self.0.pop_front();
+        Ok(())
+    }
+}
+
+/// Walk every batch of `reader` (`first_leaves`: the first leaf column of each of its
+/// top-level fields; `first_row`: the file row of its first row).
+fn walk_batches(
+    reader: impl Iterator<Item = Result<arrow::array::RecordBatch, arrow::error::ArrowError>>,
+    sink: &mut Deferred,
+    place: Place,
+    first_leaves: &[u32],
+    first_row: u64,
+    filter_batches: bool,
+) -> Result<(), String> {
     let mut w = DataWalk {
         sink,
         place,

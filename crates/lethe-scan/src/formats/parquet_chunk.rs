@@ -6,8 +6,9 @@
 //! per column chunk and allocates (and, for zstd, copies) a fresh buffer per page; the byte
 //! search reads every page of every searched column chunk, so that was a tenth of the scan.
 //!
-//! Guarantees: the bytes handed to the caller for a page are exactly the `buf` parquet-rs's
-//! page reader gives for it (a v1 data page or dictionary page decompressed whole; a v2 data
+//! Guarantees: the bytes handed to the caller for a page, and its header's fields in
+//! [`PageKind`] (encodings, counts, level lengths, flags), are exactly the `buf` and fields
+//! parquet-rs's page reader gives for it ([`PageKind::to_page`] makes its `Page`) (a v1 data page or dictionary page decompressed whole; a v2 data
 //! page's levels as stored followed by its decompressed values; an uncompressed page as
 //! stored), checked as parquet-rs checks them (header and page sizes inside the chunk, the
 //! decompressed size equal to the header's). Anything this reader doesn't handle makes it
@@ -29,6 +30,7 @@ use std::io::Read;
 
 use bytes::Bytes;
 use parquet::basic::{Compression, Encoding};
+use parquet::column::page::Page;
 use parquet::file::metadata::ColumnChunkMetaData;
 use parquet::file::reader::ChunkReader;
 
@@ -46,18 +48,83 @@ pub(crate) struct Unsupported(pub &'static str);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum PageKind {
     /// A dictionary page.
-    Dictionary { encoding: Encoding },
+    Dictionary {
+        encoding: Encoding,
+        num_values: u32,
+        is_sorted: bool,
+    },
     /// A v1 data page (levels, when the column has them, are inside the decompressed bytes).
     V1 {
         encoding: Encoding,
         def_levels: Encoding,
         rep_levels: Encoding,
+        num_values: u32,
     },
-    /// A v2 data page: `levels_len` bytes of repetition and definition levels first.
+    /// A v2 data page: `levels_len` bytes of repetition and definition levels first
+    /// (`def_len` + `rep_len`).
     V2 {
         encoding: Encoding,
         levels_len: usize,
+        num_values: u32,
+        num_nulls: u32,
+        num_rows: u32,
+        def_len: u32,
+        rep_len: u32,
+        is_compressed: bool,
     },
+}
+
+impl PageKind {
+    /// The page as parquet-rs's page reader gives it, holding `buf` (its bytes as
+    /// [`read_pages`] gave them): the same fields, statistics left out (decoding doesn't
+    /// read them).
+    pub(crate) fn to_page(self, buf: Bytes) -> Page {
+        match self {
+            PageKind::Dictionary {
+                encoding,
+                num_values,
+                is_sorted,
+            } => Page::DictionaryPage {
+                buf,
+                num_values,
+                encoding,
+                is_sorted,
+            },
+            PageKind::V1 {
+                encoding,
+                def_levels,
+                rep_levels,
+                num_values,
+            } => Page::DataPage {
+                buf,
+                num_values,
+                encoding,
+                def_level_encoding: def_levels,
+                rep_level_encoding: rep_levels,
+                statistics: None,
+            },
+            PageKind::V2 {
+                encoding,
+                num_values,
+                num_nulls,
+                num_rows,
+                def_len,
+                rep_len,
+                is_compressed,
+                ..
+            } => Page::DataPageV2 {
+                buf,
+                num_values,
+                encoding,
+                num_nulls,
+                num_rows,
+                def_levels_byte_len: def_len,
+                rep_levels_byte_len: rep_len,
+                is_compressed,
+                statistics: None,
+            },
+        }
+    }
 }
 
 /// What the caller's function says after a page.
@@ -380,32 +447,36 @@ fn parse_header(bytes: &[u8]) -> Result<(usize, Header), Unsupported> {
         return Err(Unsupported("required field missing"));
     };
     let need = |f: &[Option<i32>], i: usize| f.get(i).copied().flatten();
-    let count = |v: Option<i32>| -> Result<i32, Unsupported> {
-        v.filter(|n| *n >= 0).ok_or(Unsupported("count"))
+    let count = |v: Option<i32>| -> Result<u32, Unsupported> {
+        v.and_then(|n| u32::try_from(n).ok())
+            .ok_or(Unsupported("count"))
     };
     let (kind, v2_compressed) = match page_type {
         // DATA_PAGE: num_values, encoding, definition and repetition level encodings.
         0 => {
             let s = v1.ok_or(Unsupported("no data page header"))?;
-            count(need(&s.ints, 1))?;
+            let num_values = count(need(&s.ints, 1))?;
             let e = |i| need(&s.ints, i).ok_or(Unsupported("required field missing"));
             (
                 PageKind::V1 {
                     encoding: encoding(e(2)?)?,
                     def_levels: encoding(e(3)?)?,
                     rep_levels: encoding(e(4)?)?,
+                    num_values,
                 },
                 true,
             )
         }
-        // DICTIONARY_PAGE: num_values, encoding.
+        // DICTIONARY_PAGE: num_values, encoding, is_sorted (false when absent, as parquet-rs).
         2 => {
             let s = dict.ok_or(Unsupported("no dictionary page header"))?;
-            count(need(&s.ints, 1))?;
+            let num_values = count(need(&s.ints, 1))?;
             let e = need(&s.ints, 2).ok_or(Unsupported("required field missing"))?;
             (
                 PageKind::Dictionary {
                     encoding: encoding(e)?,
+                    num_values,
+                    is_sorted: s.flag.unwrap_or(false),
                 },
                 true,
             )
@@ -414,22 +485,27 @@ fn parse_header(bytes: &[u8]) -> Result<(usize, Header), Unsupported> {
         // levels' byte lengths, is_compressed.
         3 => {
             let s = v2.ok_or(Unsupported("no v2 data page header"))?;
-            for i in [1, 2, 3] {
-                count(need(&s.ints, i))?;
-            }
+            let [num_values, num_nulls, num_rows] = [1, 2, 3].map(|i| count(need(&s.ints, i)));
             let e = need(&s.ints, 4).ok_or(Unsupported("required field missing"))?;
             let def = count(need(&s.ints, 5))?;
             let rep = count(need(&s.ints, 6))?;
-            let levels = i64::from(def) + i64::from(rep);
-            if levels > i64::from(uncompressed) {
+            let levels = u64::from(def) + u64::from(rep);
+            if levels > u64::from(u32::try_from(uncompressed).unwrap_or(0)) {
                 return Err(Unsupported("levels larger than the page"));
             }
+            let is_compressed = s.flag.unwrap_or(true);
             (
                 PageKind::V2 {
                     encoding: encoding(e)?,
                     levels_len: levels as usize,
+                    num_values: num_values?,
+                    num_nulls: num_nulls?,
+                    num_rows: num_rows?,
+                    def_len: def,
+                    rep_len: rep,
+                    is_compressed,
                 },
-                s.flag.unwrap_or(true),
+                is_compressed,
             )
         }
         _ => return Err(Unsupported("page type")),

@@ -23,7 +23,10 @@
 //! a full decode does — that is what reports the hits, so places, details and counts are the
 //! same as decoding the whole file, and a byte match that decoding doesn't confirm is not a
 //! hit. A column below a list or map is decoded as its whole top-level column over all row
-//! groups (its details name the batch of rows), a flat column one row group at a time.
+//! groups (its details name the batch of rows), a flat column one row group at a time: from
+//! the pages the search already read and decompressed (kept from the first page that may
+//! hold a trace on, the pages before it read again; up to [`KEEP_PAGES`] bytes per file, the
+//! chunks past that read again by parquet-rs), with the delta check run on those pages.
 //!
 //! Does not: check the values of pages searched as bytes for encoding errors (their
 //! decompression is checked; a page whose values are corrupt but whose bytes decompress is
@@ -31,6 +34,7 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
 use parquet::arrow::arrow_reader::ArrowReaderMetadata;
 use parquet::basic::{Encoding, Type as PhysicalType};
 use parquet::column::page::{Page, PageReader};
@@ -40,7 +44,7 @@ use parquet::file::reader::ChunkReader;
 use parquet::file::serialized_reader::SerializedPageReader;
 use parquet::schema::types::ColumnDescriptor;
 
-use super::parquet::{Projection, Shared, decode_values};
+use super::parquet::{Projection, Shared, decode_read_pages, decode_values};
 use super::parquet_chunk::{self, Next, PageKind};
 use crate::report::{Deferred, Hits, Place};
 use crate::traces::{IdColumn, PageSearch, TraceSet};
@@ -154,6 +158,10 @@ fn search_and_decode<R: ChunkReader + 'static>(
     );
     let groups = md.row_groups();
     let mut candidate = vec![vec![false; columns]; groups.len()];
+    // The pages of candidate chunks of flat columns as read (decoded from these, not read
+    // again), while they fit in `budget` bytes.
+    let mut read: Vec<Vec<Option<Vec<Page>>>> = vec![vec![None; columns]; groups.len()];
+    let mut budget = KEEP_PAGES;
     let mut scratch = Vec::new();
     for (g, rg) in groups.iter().enumerate() {
         for c in 0..columns {
@@ -165,13 +173,17 @@ fn search_and_decode<R: ChunkReader + 'static>(
                 candidate[g][c] = true;
                 continue;
             }
-            candidate[g][c] = chunk_may_hold(src, rg, c, what, traces, &props, &mut scratch)
+            let flat = !nested_root[schema.get_column_root_idx(c)];
+            let keep = flat.then_some(&mut budget);
+            let (may, pages) = chunk_may_hold(src, rg, c, what, traces, &props, &mut scratch, keep)
                 .map_err(|e| {
                     format!(
                         "column `{}`, row group {g}: {e}",
                         schema.column(c).path().string()
                     )
                 })?;
+            candidate[g][c] = may;
+            read[g][c] = pages;
             #[cfg(test)]
             {
                 let n = if candidate[g][c] {
@@ -205,7 +217,9 @@ fn search_and_decode<R: ChunkReader + 'static>(
         }
         for &c in &leaves {
             for (g, first_row) in first_rows.iter().enumerate() {
-                if candidate[g][c] {
+                if let Some(pages) = read[g][c].take() {
+                    decode_read_pages(meta, sink, place, c, g, *first_row, pages)?;
+                } else if candidate[g][c] {
                     decode_values(
                         src,
                         meta,
@@ -222,13 +236,26 @@ fn search_and_decode<R: ChunkReader + 'static>(
     Ok(())
 }
 
+/// Most bytes of decompressed pages one file's search keeps for decoding (the chunks past
+/// it are read again by the decoder). The tests' files are small: a smaller bound there
+/// takes both ways.
+#[cfg(not(test))]
+const KEEP_PAGES: usize = 64 << 20;
+#[cfg(test)]
+const KEEP_PAGES: usize = 256 << 10;
+
 /// Reads every page of column `c` in row group `rg`; true when one may hold a trace (or can
-/// only be searched by decoding). Stops at the first such page: decoding reads the rest.
+/// only be searched by decoding). Without `keep`, stops at the first such page: decoding
+/// reads the rest. With `keep` (the bytes left to keep), the chunk's pages are returned too
+/// when one may hold a trace and they fit: the pages from that one on are kept as they are
+/// read, those before it read again.
 ///
 /// The pages are read with lethe-scan's own page reader (`parquet_chunk`: one decompression
 /// context and buffer per thread); a chunk that reader doesn't handle (another codec, an
 /// index page, a header it doesn't parse, a page that doesn't decompress) is read again from
-/// its start with parquet-rs's page reader, as before, which reads it or reports its error.
+/// its start with parquet-rs's page reader, as before, which reads it or reports its error
+/// (its pages are not kept).
+#[allow(clippy::too_many_arguments)]
 fn chunk_may_hold<R: ChunkReader + 'static>(
     src: &Shared<R>,
     rg: &RowGroupMetaData,
@@ -237,24 +264,81 @@ fn chunk_may_hold<R: ChunkReader + 'static>(
     traces: &TraceSet,
     props: &Arc<ReaderProperties>,
     scratch: &mut Vec<u8>,
-) -> parquet::errors::Result<bool> {
+    keep: Option<&mut usize>,
+) -> parquet::errors::Result<(bool, Option<Vec<Page>>)> {
     let search = ChunkSearch::new(rg.column(c).column_descr(), what, traces);
     let mut may = false;
+    let mut budget = keep.as_deref().copied().unwrap_or(0);
+    let mut kept: Option<Vec<Page>> = None;
+    let (mut index, mut first_kept) = (0usize, 0usize);
     let own = parquet_chunk::read_pages(&*src.0, rg.column(c), |kind, buf| {
-        match search.page_may_hold(kind, buf, scratch) {
-            true => {
-                may = true;
+        let i = index;
+        index += 1;
+        if !may {
+            if !search.page_may_hold(kind, buf, scratch) {
+                return Next::Continue;
+            }
+            may = true;
+            if keep.is_none() {
+                return Next::Stop;
+            }
+            first_kept = i;
+            kept = Some(Vec::new());
+        }
+        match &mut kept {
+            Some(pages) if buf.len() <= budget => {
+                budget -= buf.len();
+                pages.push(kind.to_page(Bytes::copy_from_slice(buf)));
+                Next::Continue
+            }
+            // Too large to keep: decoding reads the chunk.
+            _ => {
+                kept = None;
                 Next::Stop
             }
-            false => Next::Continue,
         }
     });
     #[cfg(test)]
     tests::count_reader(own.is_ok());
-    if own.is_ok() {
-        return Ok(may);
+    if own.is_err() {
+        return Ok((
+            chunk_may_hold_parquet_rs(src, rg, c, &search, props, scratch)?,
+            None,
+        ));
     }
-    chunk_may_hold_parquet_rs(src, rg, c, &search, props, scratch)
+    if let Some(pages) = &mut kept
+        && first_kept > 0
+    {
+        // The pages before the first that may hold a trace, read again.
+        let mut before = Vec::with_capacity(first_kept);
+        let again = parquet_chunk::read_pages(&*src.0, rg.column(c), |kind, buf| {
+            if before.len() == first_kept || buf.len() > budget {
+                return Next::Stop;
+            }
+            budget -= buf.len();
+            before.push(kind.to_page(Bytes::copy_from_slice(buf)));
+            Next::Continue
+        });
+        if again.is_ok() && before.len() == first_kept {
+            before.append(pages);
+            *pages = before;
+        } else {
+            kept = None;
+        }
+    }
+    if let (Some(keep), Some(_)) = (keep, &kept) {
+        *keep = budget;
+    }
+    #[cfg(test)]
+    if may {
+        let n = match &kept {
+            Some(_) if first_kept > 0 => &tests::KEPT_AFTER_FIRST,
+            Some(_) => &tests::KEPT,
+            None => &tests::NOT_KEPT,
+        };
+        n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    Ok((may, kept))
 }
 
 /// [`chunk_may_hold`] with parquet-rs's page reader.
@@ -286,9 +370,16 @@ fn chunk_may_hold_parquet_rs<R: ChunkReader + 'static>(
 /// A parquet-rs page as lethe-scan's page reader describes it, and its bytes.
 pub(crate) fn page_kind(page: &Page) -> (PageKind, &[u8]) {
     match page {
-        Page::DictionaryPage { buf, encoding, .. } => (
+        Page::DictionaryPage {
+            buf,
+            encoding,
+            num_values,
+            is_sorted,
+        } => (
             PageKind::Dictionary {
                 encoding: *encoding,
+                num_values: *num_values,
+                is_sorted: *is_sorted,
             },
             buf,
         ),
@@ -297,12 +388,14 @@ pub(crate) fn page_kind(page: &Page) -> (PageKind, &[u8]) {
             encoding,
             def_level_encoding,
             rep_level_encoding,
+            num_values,
             ..
         } => (
             PageKind::V1 {
                 encoding: *encoding,
                 def_levels: *def_level_encoding,
                 rep_levels: *rep_level_encoding,
+                num_values: *num_values,
             },
             buf,
         ),
@@ -311,6 +404,10 @@ pub(crate) fn page_kind(page: &Page) -> (PageKind, &[u8]) {
             encoding,
             def_levels_byte_len,
             rep_levels_byte_len,
+            num_values,
+            num_nulls,
+            num_rows,
+            is_compressed,
             ..
         } => (
             PageKind::V2 {
@@ -319,6 +416,12 @@ pub(crate) fn page_kind(page: &Page) -> (PageKind, &[u8]) {
                     u64::from(*def_levels_byte_len) + u64::from(*rep_levels_byte_len),
                 )
                 .unwrap_or(usize::MAX),
+                num_values: *num_values,
+                num_nulls: *num_nulls,
+                num_rows: *num_rows,
+                def_len: *def_levels_byte_len,
+                rep_len: *rep_levels_byte_len,
+                is_compressed: *is_compressed,
             },
             buf,
         ),
@@ -360,7 +463,7 @@ impl<'t> ChunkSearch<'t> {
         // Whether the page can be searched as bytes, and where plain values start when that
         // is known (integers are then compared value by value).
         let (searchable, values_at) = match kind {
-            PageKind::Dictionary { encoding } => (
+            PageKind::Dictionary { encoding, .. } => (
                 matches!(encoding, Encoding::PLAIN | Encoding::PLAIN_DICTIONARY),
                 Some(0),
             ),
@@ -368,6 +471,7 @@ impl<'t> ChunkSearch<'t> {
                 encoding,
                 def_levels,
                 rep_levels,
+                ..
             } => match encoding {
                 // Indices into the dictionary page, which is searched.
                 Encoding::RLE_DICTIONARY | Encoding::PLAIN_DICTIONARY => return false,
@@ -385,6 +489,7 @@ impl<'t> ChunkSearch<'t> {
             PageKind::V2 {
                 encoding,
                 levels_len,
+                ..
             } => match encoding {
                 Encoding::RLE_DICTIONARY | Encoding::PLAIN_DICTIONARY => return false,
                 Encoding::PLAIN => (true, Some(levels_len)),
@@ -464,6 +569,11 @@ pub(crate) mod tests {
     /// Column chunks lethe-scan's page reader read, and those it left to parquet-rs.
     static OWN_READER: AtomicUsize = AtomicUsize::new(0);
     static FALLBACK: AtomicUsize = AtomicUsize::new(0);
+    /// Candidate chunks decoded from the pages the search kept (from the first page on, or
+    /// from a later one, the pages before it read again), and those read again whole.
+    pub(super) static KEPT: AtomicUsize = AtomicUsize::new(0);
+    pub(super) static KEPT_AFTER_FIRST: AtomicUsize = AtomicUsize::new(0);
+    pub(super) static NOT_KEPT: AtomicUsize = AtomicUsize::new(0);
 
     pub(super) fn count_reader(own: bool) {
         let n = if own { &OWN_READER } else { &FALLBACK };
@@ -922,6 +1032,14 @@ pub(crate) mod tests {
             "column chunks decoded {decoded}, skipped {skipped}; read by lethe-scan's page reader {own}, by parquet-rs's {fallback}"
         );
         assert!(own > 100 && fallback > 10, "own {own}, fallback {fallback}");
+        let kept = [&KEPT, &KEPT_AFTER_FIRST, &NOT_KEPT].map(|n| n.load(Ordering::Relaxed));
+        println!(
+            "candidate chunks decoded from kept pages {} (the first kept after the first page {}), read again {}",
+            kept[0] + kept[1],
+            kept[1],
+            kept[2]
+        );
+        assert!(kept[0] > 50 && kept[1] > 5 && kept[2] > 5, "kept {kept:?}");
         assert!(
             decoded > 100 && skipped > 100,
             "decoded {decoded}, skipped {skipped}"

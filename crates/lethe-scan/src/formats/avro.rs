@@ -20,10 +20,13 @@
 
 use std::collections::HashMap;
 use std::io::Read;
+use std::sync::Arc;
 
 use apache_avro::types::Value;
 use serde_json::Value as Json;
 
+use super::avro_cache::{self, Caches};
+use super::avro_guard::Guarded;
 use crate::report::{FileFormat, Hits, Place};
 
 /// Deepest nesting walked.
@@ -48,11 +51,51 @@ struct PartitionField {
     identity: bool,
 }
 
+/// What a manifest's `schema` and `partition-spec` metadata say, parsed (cached by their
+/// exact bytes, [`super::avro_cache`]).
+#[derive(Default)]
+pub(crate) struct ManifestSchema {
+    /// Field id -> name and type.
+    fields: HashMap<i64, Field>,
+    /// Partition field name -> its source.
+    partition: HashMap<String, PartitionField>,
+}
+
+impl ManifestSchema {
+    /// Parse a manifest's `schema` metadata and, if present and valid JSON, its
+    /// `partition-spec`.
+    fn parse(schema: &[u8], spec: Option<&[u8]>) -> Result<Self, String> {
+        let schema: Json = serde_json::from_slice(schema).map_err(|e| {
+            format!(
+                "manifest `schema` metadata: {}",
+                crate::formats::json::describe(&e)
+            )
+        })?;
+        let mut fields = HashMap::new();
+        collect_fields(&schema, "", &mut fields, 0);
+        if fields.is_empty() {
+            return Err("manifest `schema` metadata has no fields".into());
+        }
+        let mut partition = HashMap::new();
+        if let Some(spec) = spec
+            && let Ok(spec) = serde_json::from_slice::<Json>(spec)
+        {
+            collect_partition(&spec, &fields, &mut partition);
+        }
+        Ok(ManifestSchema { fields, partition })
+    }
+
+    /// No fields.
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.fields.is_empty() && self.partition.is_empty()
+    }
+}
+
 struct Walker<'h, 't> {
     hits: &'h mut Hits<'t>,
     kind: Kind,
-    fields: HashMap<i64, Field>,
-    partition: HashMap<String, PartitionField>,
+    schema: Arc<ManifestSchema>,
     record: u64,
     status: &'static str,
 }
@@ -63,10 +106,18 @@ pub(crate) fn scan_avro(
     hits: &mut Hits,
     format: &mut FileFormat,
 ) -> Result<(), String> {
-    let guarded = super::avro_guard::Guarded::new(r)?;
-    let reader =
-        apache_avro::Reader::new(guarded).map_err(|e| format!("invalid Avro header: {e}"))?;
-    let metadata = reader.user_metadata().clone();
+    scan_avro_with(r, hits, format, avro_cache::shared())
+}
+
+/// [`scan_avro`] with the header caches `caches`.
+fn scan_avro_with(
+    r: &mut dyn Read,
+    hits: &mut Hits,
+    format: &mut FileFormat,
+    caches: &Caches,
+) -> Result<(), String> {
+    let mut guarded = Guarded::with_cache(r, &caches.writer)?;
+    let metadata = guarded.user_metadata();
     let mut kind = if metadata.contains_key("schema")
         && (metadata.contains_key("partition-spec") || metadata.contains_key("partition-spec-id"))
     {
@@ -76,30 +127,27 @@ pub(crate) fn scan_avro(
     } else {
         Kind::Generic
     };
-    let mut fields = HashMap::new();
-    let mut partition = HashMap::new();
-    if kind == Kind::Manifest {
-        let schema: Json = serde_json::from_slice(&metadata["schema"]).map_err(|e| {
-            format!(
-                "manifest `schema` metadata: {}",
-                crate::formats::json::describe(&e)
-            )
-        })?;
-        collect_fields(&schema, "", &mut fields, 0);
-        if fields.is_empty() {
-            return Err("manifest `schema` metadata has no fields".into());
+    let schema = if kind == Kind::Manifest {
+        let table = &metadata["schema"];
+        let spec = metadata.get("partition-spec").map(Vec::as_slice);
+        // Key: the schema's length, the schema, then the spec if any.
+        let mut key = Vec::with_capacity(9 + table.len() + spec.map_or(0, <[u8]>::len));
+        key.extend_from_slice(&(table.len() as u64).to_le_bytes());
+        key.extend_from_slice(table);
+        if let Some(spec) = spec {
+            key.push(1);
+            key.extend_from_slice(spec);
         }
-        if let Some(spec) = metadata.get("partition-spec")
-            && let Ok(spec) = serde_json::from_slice::<Json>(spec)
-        {
-            collect_partition(&spec, &fields, &mut partition);
-        }
-    }
+        avro_cache::get_or_parse(&caches.manifest, &key, || {
+            ManifestSchema::parse(table, spec)
+        })?
+    } else {
+        Arc::default()
+    };
     let mut walker = Walker {
         hits,
         kind,
-        fields,
-        partition,
+        schema,
         record: 0,
         status: "",
     };
@@ -112,16 +160,33 @@ pub(crate) fn scan_avro(
             .hits
             .search(place, &metadata[key], &group, &|| group.clone());
     }
-    for (i, record) in reader.enumerate() {
-        let record = record.map_err(|e| format!("record {i}: {e}"))?;
-        if i == 0 && kind == Kind::Generic {
-            kind = detect_from_record(&record);
-            walker.kind = kind;
+    let mut i = 0u64;
+    while let Some(block) = guarded
+        .next_block()
+        .map_err(|e| format!("record {i}: {e}"))?
+    {
+        let mut data = block.data.as_slice();
+        for _ in 0..block.count {
+            let before = data.len();
+            let record = guarded
+                .decode(&mut data)
+                .map_err(|e| format!("record {i}: {e}"))?;
+            if before != 0 && before == data.len() {
+                // As apache_avro::Reader: a record of no bytes in a block with bytes left.
+                return Err(format!(
+                    "record {i}: decoded from no bytes, with {before} bytes of its block left"
+                ));
+            }
+            if i == 0 && kind == Kind::Generic {
+                kind = detect_from_record(&record);
+                walker.kind = kind;
+            }
+            walker.record = i;
+            walker.status = entry_status(&record);
+            let mut path = String::new();
+            walker.walk(&record, "", &mut path, 0)?;
+            i += 1;
         }
-        walker.record = i as u64;
-        walker.status = entry_status(&record);
-        let mut path = String::new();
-        walker.walk(&record, "", &mut path, 0)?;
     }
     *format = match kind {
         Kind::Generic => FileFormat::Avro,
@@ -418,7 +483,7 @@ impl Walker<'_, '_> {
     }
 
     fn bound(&mut self, which: &str, id: Option<i64>, b: &[u8]) {
-        let field = id.and_then(|id| self.fields.get(&id));
+        let field = id.and_then(|id| self.schema.fields.get(&id));
         let name = field.map(|f| f.name.clone()).unwrap_or_default();
         let ty = field.map(|f| f.ty.as_str()).unwrap_or("");
         let id_text = id.map(|i| i.to_string()).unwrap_or_else(|| "?".into());
@@ -475,7 +540,7 @@ impl Walker<'_, '_> {
                 self.record, self.status
             );
             let mut names = vec![pname.clone()];
-            if let Some(pf) = self.partition.get(pname)
+            if let Some(pf) = self.schema.partition.get(pname)
                 && pf.identity
                 && let Some(s) = &pf.source_name
                 && !s.eq_ignore_ascii_case(pname)

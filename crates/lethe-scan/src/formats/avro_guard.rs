@@ -1,22 +1,45 @@
-//! A checking reader in front of `apache-avro`: it parses the object container itself
-//! (header, then block by block), decompresses each block and walks it against the writer
-//! schema, and only then passes the block's bytes on. It exists because `apache-avro`
-//! reserves memory for an array/map from the count found in the data (up to 512M items), so
-//! a few crafted bytes could make it allocate tens of gigabytes and abort the process, and a
-//! self-recursive schema could recurse without end.
+//! A checking reader of Avro object containers in front of `apache-avro`: it parses the
+//! container itself (header, then block by block), decompresses each block and walks it
+//! against the writer schema, and only then hands the block's records to `apache-avro` to
+//! decode. It exists because `apache-avro` reserves memory for an array/map from the count
+//! found in the data (up to 512M items), so a few crafted bytes could make it allocate tens
+//! of gigabytes and abort the process, and a self-recursive schema could recurse without end.
 //!
 //! Guarantees, before a block reaches `apache-avro`: every length fits in the block; an array
 //! or map count is at most the bytes left, unless its items can be empty (then at most
 //! [`MAX_EMPTY_ITEMS`]); at most [`MAX_ITEMS`] items per block; nesting at most
 //! [`MAX_DEPTH`]; decompressed blocks at most [`MAX_BLOCK`] bytes; header metadata bounded.
 //!
+//! What `apache_avro::Reader` checked is checked here as it did: the magic; metadata keys
+//! are UTF-8; the writer schema parses (`Schema::parse`) and its names resolve; every block's
+//! sync marker equals the header's; blocks decompress as `apache-avro` decompresses them
+//! (deflate: raw inflate by `miniz_oxide` to the stream's end; snappy: with its big-endian
+//! CRC-32 of the decompressed bytes; zstandard); a record that decodes from no bytes while
+//! its block has bytes left is an error. User metadata are the keys not starting with
+//! `avro.`. Records are decoded with the parsed writer schema and its resolved names, as the
+//! `Reader` decoded them; bytes after a block's last record are ignored, as there.
+//!
+//! The parsed writer schema (checker's form and `apache-avro`'s) is cached by the exact bytes
+//! of `avro.schema` ([`super::avro_cache`]): the files of a warehouse share a few.
+//!
+//! Unlike `apache_avro::Reader` (and like the Avro specification and its Java reader): a
+//! block of zero records does not end the file (the `Reader` stopped there, leaving later
+//! blocks unread), and input that ends inside a block's record count or size is an error
+//! (the `Reader` took it as a clean end).
+//!
 //! Does not: check values against logical types (apache-avro does), or support codecs other
 //! than null, deflate, snappy and zstandard (apache-avro as built here supports no others).
 
 use std::collections::HashMap;
 use std::io::{self, Read};
+use std::sync::Arc;
 
+use apache_avro::GenericSingleObjectReader;
+use apache_avro::headers::HeaderBuilder;
+use apache_avro::types::Value;
 use serde_json::Value as Json;
+
+use super::avro_cache::{self, Shared};
 
 /// Largest block, compressed or decompressed.
 pub(crate) const MAX_BLOCK: u64 = 256 << 20;
@@ -57,22 +80,79 @@ fn bad(msg: impl Into<String>) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, msg.into())
 }
 
-/// The checking reader. Construct with [`Guarded::new`], then hand to `apache_avro::Reader`.
-pub(crate) struct Guarded<R> {
-    inner: R,
-    out: Vec<u8>,
-    pos: usize,
+/// A container's writer schema, parsed: the checker's form and `apache-avro`'s decoder.
+pub(crate) struct WriterSchema {
     schema: Mini,
     names: HashMap<String, Mini>,
+    decoder: GenericSingleObjectReader,
+}
+
+/// No single-object header: [`GenericSingleObjectReader`] then decodes bare records with the
+/// schema whose names it resolved once.
+struct NoHeader;
+
+impl HeaderBuilder for NoHeader {
+    fn build_header(&self) -> Vec<u8> {
+        Vec::new()
+    }
+}
+
+impl WriterSchema {
+    /// Parse `avro.schema`: checker's form first (its errors first), then, if `codec` is
+    /// supported, `apache-avro`'s, as the header was checked before.
+    fn parse(bytes: &[u8], codec: &Result<Codec, String>) -> Result<Self, String> {
+        let json: Json = serde_json::from_slice(bytes)
+            .map_err(|e| format!("Avro header: avro.schema: {}", super::json::describe(&e)))?;
+        check_names(&json, 0)?;
+        let mut names = HashMap::new();
+        let schema = parse(&json, "", &mut names, 0)?;
+        if let Err(e) = codec {
+            return Err(e.clone());
+        }
+        let parsed =
+            apache_avro::Schema::parse(&json).map_err(|e| format!("invalid Avro header: {e}"))?;
+        let decoder = GenericSingleObjectReader::new_with_header_builder(parsed, NoHeader)
+            .map_err(|e| format!("invalid Avro header: {e}"))?;
+        Ok(WriterSchema {
+            schema,
+            names,
+            decoder,
+        })
+    }
+}
+
+/// One checked, decompressed block: its record count and bytes.
+pub(crate) struct Block {
+    pub(crate) count: u64,
+    pub(crate) data: Vec<u8>,
+}
+
+/// The checking reader. Construct with [`Guarded::with_cache`], then take blocks with
+/// [`Guarded::next_block`] and decode their records with [`Guarded::decode`].
+pub(crate) struct Guarded<R> {
+    inner: R,
+    schema: Arc<WriterSchema>,
+    user_metadata: HashMap<String, Vec<u8>>,
     codec: Codec,
     sync: [u8; 16],
     block: u64,
     done: bool,
+    /// The raw bytes read and not yet passed on by [`Read`] (the header, then each block).
+    #[cfg(test)]
+    out: Vec<u8>,
+    #[cfg(test)]
+    pos: usize,
 }
 
 impl<R: Read> Guarded<R> {
-    /// Read and check the header.
-    pub(crate) fn new(mut inner: R) -> Result<Self, String> {
+    /// Read and check the header, with the process's writer schema cache (the guard's tests).
+    #[cfg(test)]
+    pub(crate) fn new(inner: R) -> Result<Self, String> {
+        Self::with_cache(inner, &avro_cache::shared().writer)
+    }
+
+    /// Read and check the header; the writer schema is taken from or added to `cache`.
+    pub(crate) fn with_cache(mut inner: R, cache: &Shared<WriterSchema>) -> Result<Self, String> {
         let mut out = Vec::new();
         let mut magic = [0u8; 4];
         inner
@@ -107,7 +187,9 @@ impl<R: Read> Guarded<R> {
                     .map_err(|e| format!("Avro header: {e}"))?;
                 let value = read_bytes(&mut inner, &mut out, &mut total)
                     .map_err(|e| format!("Avro header: {e}"))?;
-                meta.insert(String::from_utf8_lossy(&key).into_owned(), value);
+                let key = String::from_utf8(key)
+                    .map_err(|_| "Avro header: a metadata key is not UTF-8".to_string())?;
+                meta.insert(key, value);
             }
         }
         let mut sync = [0u8; 16];
@@ -115,51 +197,79 @@ impl<R: Read> Guarded<R> {
             .read_exact(&mut sync)
             .map_err(|e| format!("Avro header: sync marker: {e}"))?;
         out.extend_from_slice(&sync);
+        let codec = match meta.get("avro.codec").map(|c| c.as_slice()) {
+            None | Some(b"null") => Ok(Codec::Null),
+            Some(b"deflate") => Ok(Codec::Deflate),
+            Some(b"snappy") => Ok(Codec::Snappy),
+            Some(b"zstandard") => Ok(Codec::Zstd),
+            Some(_) => Err("Avro header: unsupported codec".to_string()),
+        };
         let schema_json = meta
             .get("avro.schema")
             .ok_or("Avro header: no avro.schema")?;
-        let json: Json = serde_json::from_slice(schema_json)
-            .map_err(|e| format!("Avro header: avro.schema: {}", super::json::describe(&e)))?;
-        check_names(&json, 0)?;
-        let mut names = HashMap::new();
-        let schema = parse(&json, "", &mut names, 0)?;
-        let codec = match meta.get("avro.codec").map(|c| c.as_slice()) {
-            None | Some(b"null") => Codec::Null,
-            Some(b"deflate") => Codec::Deflate,
-            Some(b"snappy") => Codec::Snappy,
-            Some(b"zstandard") => Codec::Zstd,
-            Some(_) => return Err("Avro header: unsupported codec".into()),
-        };
+        let schema = avro_cache::get_or_parse(cache, schema_json, || {
+            WriterSchema::parse(schema_json, &codec)
+        })?;
+        let codec = codec?;
+        meta.retain(|k, _| !k.starts_with("avro."));
+        #[cfg(not(test))]
+        drop(out);
         Ok(Guarded {
             inner,
-            out,
-            pos: 0,
             schema,
-            names,
+            user_metadata: meta,
             codec,
             sync,
             block: 0,
             done: false,
+            #[cfg(test)]
+            out,
+            #[cfg(test)]
+            pos: 0,
         })
     }
 
-    /// Read, check and stage the next block; false at a clean end of input.
-    fn next_block(&mut self) -> io::Result<bool> {
-        self.out.clear();
-        self.pos = 0;
+    /// The header's metadata except the `avro.*` keys.
+    pub(crate) fn user_metadata(&self) -> &HashMap<String, Vec<u8>> {
+        &self.user_metadata
+    }
+
+    /// Decode the next record of a block's bytes (advancing `data`) with the writer schema.
+    pub(crate) fn decode(&self, data: &mut &[u8]) -> Result<Value, apache_avro::Error> {
+        self.schema.decoder.read_value(data)
+    }
+
+    /// Read, check and decompress the next block; `None` at a clean end of input.
+    pub(crate) fn next_block(&mut self) -> io::Result<Option<Block>> {
+        self.next_block_raw(None)
+    }
+
+    /// [`Guarded::next_block`], appending the block's raw bytes to `raw` if given.
+    fn next_block_raw(&mut self, raw: Option<&mut Vec<u8>>) -> io::Result<Option<Block>> {
+        if self.done {
+            return Ok(None);
+        }
         let mut first = [0u8; 1];
         loop {
             match self.inner.read(&mut first) {
-                Ok(0) => return Ok(false),
+                Ok(0) => {
+                    self.done = true;
+                    return Ok(None);
+                }
                 Ok(_) => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
             }
         }
-        let mut out = Vec::new();
-        let count = read_long(&mut (&first[..]).chain(&mut self.inner), &mut out)?;
-        let size = read_long(&mut self.inner, &mut out)?;
         let block = self.block;
+        let truncated = |e: io::Error| match e.kind() {
+            io::ErrorKind::UnexpectedEof => bad(format!("Avro block {block}: truncated")),
+            _ => e,
+        };
+        let mut head = Vec::new();
+        let count =
+            read_long(&mut (&first[..]).chain(&mut self.inner), &mut head).map_err(truncated)?;
+        let size = read_long(&mut self.inner, &mut head).map_err(truncated)?;
         if count < 0 || size < 0 {
             return Err(bad(format!("Avro block {block}: negative count or size")));
         }
@@ -174,9 +284,9 @@ impl<R: Read> Guarded<R> {
                 "Avro block {block}: more than {MAX_ITEMS} records"
             )));
         }
-        let start = out.len();
-        (&mut self.inner).take(size).read_to_end(&mut out)?;
-        if (out.len() - start) as u64 != size {
+        let mut payload = Vec::new();
+        (&mut self.inner).take(size).read_to_end(&mut payload)?;
+        if payload.len() as u64 != size {
             return Err(bad(format!("Avro block {block}: truncated")));
         }
         let mut sync = [0u8; 16];
@@ -188,116 +298,127 @@ impl<R: Read> Guarded<R> {
                 "Avro block {block}: sync marker does not match the header"
             )));
         }
-        let data = decompress(self.codec, &out[start..])
-            .map_err(|e| bad(format!("Avro block {block}: {e}")))?;
+        if let Some(raw) = raw {
+            raw.extend_from_slice(&head);
+            raw.extend_from_slice(&payload);
+            raw.extend_from_slice(&sync);
+        }
+        let data = match self.codec {
+            Codec::Null => payload,
+            codec => {
+                decompress(codec, &payload).map_err(|e| bad(format!("Avro block {block}: {e}")))?
+            }
+        };
+        let (schema, names) = (&self.schema.schema, &self.schema.names);
         let mut pos = 0usize;
         let mut items = 0u64;
         for r in 0..count {
-            if data.len() == pos && !may_be_empty(&self.schema, &self.names, 0) {
+            if data.len() == pos && !may_be_empty(schema, names, 0) {
                 return Err(bad(format!(
                     "Avro block {block}: record {r} of {count} is missing"
                 )));
             }
-            self.skip(&self.schema, &data, &mut pos, 0, &mut items)
+            skip(schema, names, &data, &mut pos, 0, &mut items)
                 .map_err(|e| bad(format!("Avro block {block}, record {r}: {e}")))?;
         }
-        out.extend_from_slice(&sync);
-        self.out = out;
         self.block += 1;
-        Ok(true)
-    }
-
-    fn skip(
-        &self,
-        s: &Mini,
-        d: &[u8],
-        pos: &mut usize,
-        depth: usize,
-        items: &mut u64,
-    ) -> Result<(), String> {
-        if depth > MAX_DEPTH {
-            return Err(format!("nesting deeper than {MAX_DEPTH}"));
-        }
-        let left = |pos: usize| d.len().saturating_sub(pos);
-        match s {
-            Mini::Null => {}
-            Mini::Bool => take(d, pos, 1)?,
-            Mini::Varint => {
-                varint(d, pos)?;
-            }
-            Mini::Float => take(d, pos, 4)?,
-            Mini::Double => take(d, pos, 8)?,
-            Mini::Bytes => {
-                let n = varint(d, pos)?;
-                let n = usize::try_from(n).map_err(|_| "negative length".to_string())?;
-                take(d, pos, n)?;
-            }
-            Mini::Fixed(n) => take(d, pos, *n)?,
-            Mini::Union(branches) => {
-                let i = varint(d, pos)?;
-                let b = usize::try_from(i)
-                    .ok()
-                    .and_then(|i| branches.get(i))
-                    .ok_or("union index out of range")?;
-                self.skip(b, d, pos, depth + 1, items)?;
-            }
-            Mini::Record(fields) => {
-                for f in fields {
-                    self.skip(f, d, pos, depth + 1, items)?;
-                }
-            }
-            Mini::Ref(name) => {
-                let t = self.names.get(name).ok_or("reference to an unknown type")?;
-                self.skip(t, d, pos, depth + 1, items)?;
-            }
-            Mini::Array(item) | Mini::Map(item) => {
-                let is_map = matches!(s, Mini::Map(_));
-                let empty = !is_map && may_be_empty(item, &self.names, 0);
-                loop {
-                    let count = varint(d, pos)?;
-                    if count == 0 {
-                        break;
-                    }
-                    let count = if count < 0 {
-                        varint(d, pos)?;
-                        count.checked_neg().ok_or("bad item count")?
-                    } else {
-                        count
-                    } as u64;
-                    if empty {
-                        if count > MAX_EMPTY_ITEMS {
-                            return Err(format!("more than {MAX_EMPTY_ITEMS} empty items"));
-                        }
-                    } else if count > left(*pos) as u64 {
-                        return Err("item count larger than the bytes left".into());
-                    }
-                    *items += count;
-                    if *items > MAX_ITEMS {
-                        return Err(format!("more than {MAX_ITEMS} items"));
-                    }
-                    for _ in 0..count {
-                        if is_map {
-                            self.skip(&Mini::Bytes, d, pos, depth + 1, items)?;
-                        }
-                        self.skip(item, d, pos, depth + 1, items)?;
-                    }
-                }
-            }
-        }
-        Ok(())
+        Ok(Some(Block { count, data }))
     }
 }
 
+/// Walk one value of type `s` in `d` from `pos`, checking every length and count.
+fn skip(
+    s: &Mini,
+    names: &HashMap<String, Mini>,
+    d: &[u8],
+    pos: &mut usize,
+    depth: usize,
+    items: &mut u64,
+) -> Result<(), String> {
+    if depth > MAX_DEPTH {
+        return Err(format!("nesting deeper than {MAX_DEPTH}"));
+    }
+    let left = |pos: usize| d.len().saturating_sub(pos);
+    match s {
+        Mini::Null => {}
+        Mini::Bool => take(d, pos, 1)?,
+        Mini::Varint => {
+            varint(d, pos)?;
+        }
+        Mini::Float => take(d, pos, 4)?,
+        Mini::Double => take(d, pos, 8)?,
+        Mini::Bytes => {
+            let n = varint(d, pos)?;
+            let n = usize::try_from(n).map_err(|_| "negative length".to_string())?;
+            take(d, pos, n)?;
+        }
+        Mini::Fixed(n) => take(d, pos, *n)?,
+        Mini::Union(branches) => {
+            let i = varint(d, pos)?;
+            let b = usize::try_from(i)
+                .ok()
+                .and_then(|i| branches.get(i))
+                .ok_or("union index out of range")?;
+            skip(b, names, d, pos, depth + 1, items)?;
+        }
+        Mini::Record(fields) => {
+            for f in fields {
+                skip(f, names, d, pos, depth + 1, items)?;
+            }
+        }
+        Mini::Ref(name) => {
+            let t = names.get(name).ok_or("reference to an unknown type")?;
+            skip(t, names, d, pos, depth + 1, items)?;
+        }
+        Mini::Array(item) | Mini::Map(item) => {
+            let is_map = matches!(s, Mini::Map(_));
+            let empty = !is_map && may_be_empty(item, names, 0);
+            loop {
+                let count = varint(d, pos)?;
+                if count == 0 {
+                    break;
+                }
+                let count = if count < 0 {
+                    varint(d, pos)?;
+                    count.checked_neg().ok_or("bad item count")?
+                } else {
+                    count
+                } as u64;
+                if empty {
+                    if count > MAX_EMPTY_ITEMS {
+                        return Err(format!("more than {MAX_EMPTY_ITEMS} empty items"));
+                    }
+                } else if count > left(*pos) as u64 {
+                    return Err("item count larger than the bytes left".into());
+                }
+                *items += count;
+                if *items > MAX_ITEMS {
+                    return Err(format!("more than {MAX_ITEMS} items"));
+                }
+                for _ in 0..count {
+                    if is_map {
+                        skip(&Mini::Bytes, names, d, pos, depth + 1, items)?;
+                    }
+                    skip(item, names, d, pos, depth + 1, items)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The raw bytes of the container, passed on block by block once each block is checked: the
+/// guard's own tests read through it.
+#[cfg(test)]
 impl<R: Read> Read for Guarded<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         if self.pos >= self.out.len() {
-            if self.done {
+            let mut raw = Vec::new();
+            if self.next_block_raw(Some(&mut raw))?.is_none() {
                 return Ok(0);
             }
-            if !self.next_block()? {
-                self.done = true;
-                return Ok(0);
-            }
+            self.out = raw;
+            self.pos = 0;
         }
         let n = buf.len().min(self.out.len() - self.pos);
         buf[..n].copy_from_slice(&self.out[self.pos..self.pos + n]);
@@ -377,37 +498,50 @@ fn read_bytes(r: &mut dyn Read, rec: &mut Vec<u8>, total: &mut u64) -> io::Resul
     Ok(v)
 }
 
+/// Decompress a block as `apache-avro` does, with the output bounded by [`MAX_BLOCK`].
 fn decompress(codec: Codec, raw: &[u8]) -> Result<Vec<u8>, String> {
-    let capped = |r: &mut dyn Read| -> Result<Vec<u8>, String> {
-        let mut v = Vec::new();
-        r.take(MAX_BLOCK + 1)
-            .read_to_end(&mut v)
-            .map_err(|e| format!("decompression: {e}"))?;
-        if v.len() as u64 > MAX_BLOCK {
-            return Err(format!("decompressed block larger than {MAX_BLOCK} bytes"));
-        }
-        Ok(v)
-    };
+    let too_large = || format!("decompressed block larger than {MAX_BLOCK} bytes");
     match codec {
         Codec::Null => Ok(raw.to_vec()),
-        Codec::Deflate => capped(&mut flate2::read::DeflateDecoder::new(raw)),
+        // apache-avro: `miniz_oxide::inflate::decompress_to_vec` (raw deflate, to the end of
+        // the stream).
+        Codec::Deflate => {
+            use miniz_oxide::inflate::{TINFLStatus, decompress_to_vec_with_limit};
+            decompress_to_vec_with_limit(raw, MAX_BLOCK as usize).map_err(|e| match e.status {
+                TINFLStatus::HasMoreOutput => too_large(),
+                s => format!("deflate: {s:?}"),
+            })
+        }
         Codec::Zstd => {
             let mut d = zstd::stream::read::Decoder::new(raw).map_err(|e| format!("zstd: {e}"))?;
-            capped(&mut d)
+            let mut v = Vec::new();
+            (&mut d)
+                .take(MAX_BLOCK + 1)
+                .read_to_end(&mut v)
+                .map_err(|e| format!("decompression: {e}"))?;
+            if v.len() as u64 > MAX_BLOCK {
+                return Err(too_large());
+            }
+            Ok(v)
         }
         Codec::Snappy => {
-            let body = raw
+            let (body, crc) = raw
                 .len()
                 .checked_sub(4)
-                .map(|n| &raw[..n])
+                .map(|n| raw.split_at(n))
                 .ok_or("snappy block shorter than its checksum")?;
             let n = snap::raw::decompress_len(body).map_err(|e| format!("snappy: {e}"))?;
             if n as u64 > MAX_BLOCK {
-                return Err(format!("decompressed block larger than {MAX_BLOCK} bytes"));
+                return Err(too_large());
             }
-            snap::raw::Decoder::new()
+            let v = snap::raw::Decoder::new()
                 .decompress_vec(body)
-                .map_err(|e| format!("snappy: {e}"))
+                .map_err(|e| format!("snappy: {e}"))?;
+            let expected = u32::from_be_bytes([crc[0], crc[1], crc[2], crc[3]]);
+            if crc32fast::hash(&v) != expected {
+                return Err("snappy: the block's CRC-32 does not match its bytes".into());
+            }
+            Ok(v)
         }
     }
 }

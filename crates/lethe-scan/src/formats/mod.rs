@@ -3,6 +3,7 @@
 //! positions, never values; the caller still redacts it).
 
 pub(crate) mod avro;
+pub(crate) mod avro_cache;
 pub(crate) mod avro_guard;
 pub(crate) mod csv;
 pub(crate) mod deletion_vector;

@@ -575,3 +575,386 @@ impl Walker<'_, '_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use apache_avro::types::Value as Avro;
+    use apache_avro::{Codec, DeflateSettings, ZstandardSettings};
+
+    use super::*;
+    use crate::report::{Hit, TraceKind};
+    use crate::traces::{IdTrace, IdValue, SubjectTraces, TraceSet, ValueTrace};
+
+    const EMAIL: &str = "alexa590@post.example";
+
+    fn traces() -> TraceSet {
+        let subject = SubjectTraces {
+            label: "s".into(),
+            ids: vec![IdTrace {
+                column: "learner_id".into(),
+                values: vec![IdValue::Int(3590)],
+            }],
+            values: vec![ValueTrace {
+                kind: "email".into(),
+                value: EMAIL.into(),
+            }],
+        };
+        TraceSet::new(&[subject], 15).unwrap()
+    }
+
+    fn codecs() -> [Codec; 4] {
+        [
+            Codec::Null,
+            Codec::Deflate(DeflateSettings::default()),
+            Codec::Snappy,
+            Codec::Zstandard(ZstandardSettings::default()),
+        ]
+    }
+
+    /// A manifest's writer schema whose partition field is `part` (same length for every
+    /// `part` used, so schemas differ only inside).
+    fn manifest_writer_schema(part: &str) -> String {
+        format!(
+            r#"{{"type":"record","name":"manifest_entry","fields":[
+ {{"name":"status","type":"int","field-id":0}},
+ {{"name":"data_file","type":{{"type":"record","name":"r2","fields":[
+   {{"name":"file_path","type":"string","field-id":100}},
+   {{"name":"partition","type":{{"type":"record","name":"r102","fields":[
+      {{"name":"{part}","type":["null","long"],"default":null,"field-id":1000}}]}},"field-id":102}},
+   {{"name":"lower_bounds","type":["null",{{"type":"array","items":{{"type":"record","name":"k126_v127",
+      "fields":[{{"name":"key","type":"int","field-id":126}},{{"name":"value","type":"bytes","field-id":127}}]}},
+      "logicalType":"map"}}],"default":null,"field-id":125}}]}},"field-id":2}}]}}"#
+        )
+    }
+
+    /// An Iceberg table schema whose field 1 has type `ty` ("long" or "date": same length).
+    fn table_schema(ty: &str) -> String {
+        format!(
+            r#"{{"type":"struct","schema-id":0,"fields":[{{"id":1,"name":"learner_id","required":true,"type":"{ty}"}},{{"id":2,"name":"email","required":false,"type":"string"}}]}}"#
+        )
+    }
+
+    /// A manifest of `entries` entries, one block each, the subject's in entry 1.
+    fn manifest(part: &str, ty: &str, codec: Codec, entries: i64) -> Vec<u8> {
+        let schema = apache_avro::Schema::parse_str(&manifest_writer_schema(part)).unwrap();
+        let mut w = apache_avro::Writer::with_codec(&schema, Vec::new(), codec);
+        w.add_user_metadata("schema".into(), table_schema(ty))
+            .unwrap();
+        w.add_user_metadata(
+            "partition-spec".into(),
+            format!(
+                r#"[{{"name":"{part}","transform":"identity","source-id":1,"field-id":1000}}]"#
+            ),
+        )
+        .unwrap();
+        w.add_user_metadata("partition-spec-id".into(), "0")
+            .unwrap();
+        for e in 0..entries {
+            let learner = if e == 1 { 3590i64 } else { 10_000 + e };
+            let path = if e == 1 {
+                format!("s3://b/t/data/email={EMAIL}/0.parquet")
+            } else {
+                format!("s3://b/t/data/{e}.parquet")
+            };
+            let entry = Avro::Record(vec![
+                ("status".into(), Avro::Int(1)),
+                (
+                    "data_file".into(),
+                    Avro::Record(vec![
+                        ("file_path".into(), Avro::String(path)),
+                        (
+                            "partition".into(),
+                            Avro::Record(vec![(
+                                part.into(),
+                                Avro::Union(1, Box::new(Avro::Long(learner))),
+                            )]),
+                        ),
+                        (
+                            "lower_bounds".into(),
+                            Avro::Union(
+                                1,
+                                Box::new(Avro::Array(vec![Avro::Record(vec![
+                                    ("key".into(), Avro::Int(1)),
+                                    ("value".into(), Avro::Bytes(learner.to_le_bytes().to_vec())),
+                                ])])),
+                            ),
+                        ),
+                    ]),
+                ),
+            ]);
+            w.append(entry).unwrap();
+            w.flush().unwrap();
+        }
+        w.into_inner().unwrap()
+    }
+
+    fn manifest_list(codec: Codec) -> Vec<u8> {
+        let schema = apache_avro::Schema::parse_str(
+            r#"{"type":"record","name":"manifest_file","fields":[
+ {"name":"manifest_path","type":"string","field-id":500},
+ {"name":"partitions","type":["null",{"type":"array","items":{"type":"record","name":"r508","fields":[
+    {"name":"lower_bound","type":["null","bytes"],"default":null,"field-id":510}]},"element-id":508}],
+  "default":null,"field-id":507}]}"#,
+        )
+        .unwrap();
+        let mut w = apache_avro::Writer::with_codec(&schema, Vec::new(), codec);
+        w.add_user_metadata("snapshot-id".into(), "1").unwrap();
+        for path in ["m0.avro", "m1.avro"] {
+            w.append(Avro::Record(vec![
+                ("manifest_path".into(), Avro::String(path.into())),
+                (
+                    "partitions".into(),
+                    Avro::Union(
+                        1,
+                        Box::new(Avro::Array(vec![Avro::Record(vec![(
+                            "lower_bound".into(),
+                            Avro::Union(1, Box::new(Avro::Bytes(EMAIL.as_bytes().to_vec()))),
+                        )])])),
+                    ),
+                ),
+            ]))
+            .unwrap();
+            w.flush().unwrap();
+        }
+        w.into_inner().unwrap()
+    }
+
+    fn generic(codec: Codec) -> Vec<u8> {
+        let schema = apache_avro::Schema::parse_str(
+            r#"{"type":"record","name":"event","fields":[{"name":"learner_id","type":"long"},{"name":"note","type":{"type":"map","values":"string"}}]}"#,
+        )
+        .unwrap();
+        let mut w = apache_avro::Writer::with_codec(&schema, Vec::new(), codec);
+        w.add_user_metadata("origin".into(), EMAIL).unwrap();
+        for id in [1i64, 3590, 2] {
+            let note = HashMap::from([("k".to_string(), Avro::String(format!("n{id}")))]);
+            w.append(Avro::Record(vec![
+                ("learner_id".into(), Avro::Long(id)),
+                ("note".into(), Avro::Map(note)),
+            ]))
+            .unwrap();
+        }
+        w.into_inner().unwrap()
+    }
+
+    type Outcome = (Result<(), String>, FileFormat, Vec<Hit>, u64);
+
+    fn scan(bytes: &[u8], traces: &TraceSet, caches: &Caches) -> Outcome {
+        let mut hits = Hits::new(traces, false);
+        let mut format = FileFormat::Unknown;
+        let r = scan_avro_with(&mut &bytes[..], &mut hits, &mut format, caches);
+        let (hits, omitted) = hits.finish();
+        (r, format, hits, omitted)
+    }
+
+    fn disabled() -> Caches {
+        Caches::new(0, 0)
+    }
+
+    /// An ID hit in `data_file.lower_bounds`.
+    fn has_bound_id(o: &Outcome) -> bool {
+        o.2.iter().any(|h| {
+            h.place == Place::ManifestBound
+                && matches!(h.trace, TraceKind::Id { .. })
+                && h.detail.contains("lower_bounds")
+        })
+    }
+
+    /// Where the header ends (after its sync marker, which ends the file too).
+    fn header_end(bytes: &[u8]) -> usize {
+        let marker = apache_avro::read_marker(bytes);
+        bytes.windows(16).position(|w| w == marker).unwrap() + 16
+    }
+
+    #[test]
+    fn cached_scan_finds_what_an_uncached_scan_finds() {
+        let traces = traces();
+        let mut files = Vec::new();
+        for codec in codecs() {
+            // Same-length schemas with a common prefix: partition field, field 1's type.
+            for (part, ty) in [
+                ("learner_id", "long"),
+                ("learner_ix", "long"),
+                ("learner_id", "date"),
+                ("learner_ix", "date"),
+            ] {
+                files.push(manifest(part, ty, codec, 3));
+            }
+            files.push(manifest_list(codec));
+            files.push(generic(codec));
+        }
+        let caches = Caches::new(avro_cache::MAX_ENTRIES, avro_cache::MAX_KEY_BYTES);
+        for round in 0..3 {
+            for (n, f) in files.iter().enumerate() {
+                let cached = scan(f, &traces, &caches);
+                let uncached = scan(f, &traces, &disabled());
+                assert_eq!(cached, uncached, "file {n}, round {round}");
+                assert_eq!(cached.0, Ok(()), "file {n}");
+                assert!(!cached.2.is_empty(), "file {n}: no hits");
+            }
+        }
+        // The schemas' differences show: field 1 as `long` decodes the 8-byte bound.
+        let a = scan(&files[0], &traces, &caches);
+        let b = scan(&files[2], &traces, &caches);
+        assert!(has_bound_id(&a) && !has_bound_id(&b));
+        assert_eq!(a.1, FileFormat::IcebergManifest);
+        assert_eq!(
+            scan(&files[4], &traces, &caches).1,
+            FileFormat::IcebergManifestList
+        );
+        assert_eq!(scan(&files[5], &traces, &caches).1, FileFormat::Avro);
+        // Every distinct schema was parsed once, and found again after.
+        let w = caches.writer.lock().unwrap();
+        assert_eq!(w.size().0, 4);
+        assert!(w.hits >= 3 * files.len() as u64 - 4, "{} hits", w.hits);
+        let m = caches.manifest.lock().unwrap();
+        assert_eq!(m.size().0, 4);
+    }
+
+    #[test]
+    fn bad_header_after_a_good_one_fails_as_uncached_and_caches_nothing() {
+        let traces = traces();
+        let caches = Caches::new(avro_cache::MAX_ENTRIES, avro_cache::MAX_KEY_BYTES);
+        let good = manifest("learner_id", "long", Codec::Null, 3);
+        let first = scan(&good, &traces, &caches);
+        assert_eq!(first.0, Ok(()));
+        let end = header_end(&good);
+        let patch = |from: &[u8], to: &[u8]| {
+            let mut b = good.clone();
+            let i = b.windows(from.len()).position(|w| w == from).unwrap();
+            b[i..i + to.len()].copy_from_slice(to);
+            b
+        };
+        let mut wrong_sync = good.clone();
+        wrong_sync[end + 5] ^= 0xff; // first block's data or sync: past the header
+        let last = wrong_sync.len() - 1;
+        wrong_sync[last] ^= 0xff; // last block's sync marker
+        let bad = [
+            ("header cut in its sync marker", good[..end - 3].to_vec()),
+            (
+                "unsupported codec",
+                patch(b"avro.codec\x08null", b"avro.codec\x08nulx"),
+            ),
+            (
+                "writer schema not JSON",
+                patch(b"{\"type\":\"record\"", b"{\"type\":\"record'"),
+            ),
+            (
+                "writer schema invalid",
+                patch(b"\"type\":\"int\"", b"\"type\":\"inx\""),
+            ),
+            (
+                "table schema not JSON",
+                patch(b"{\"type\":\"struct\"", b"{\"type\":\"struct'"),
+            ),
+            ("block sync marker", wrong_sync),
+        ];
+        let sizes = |c: &Caches| {
+            (
+                c.writer.lock().unwrap().size(),
+                c.manifest.lock().unwrap().size(),
+            )
+        };
+        let before = sizes(&caches);
+        for (what, bytes) in &bad {
+            let cached = scan(bytes, &traces, &caches);
+            let uncached = scan(bytes, &traces, &disabled());
+            assert!(cached.0.is_err(), "{what}: {:?}", cached.0);
+            assert_eq!(cached, uncached, "{what}");
+            assert_eq!(sizes(&caches), before, "{what}: cached");
+        }
+        assert_eq!(scan(&good, &traces, &caches), first);
+    }
+
+    #[test]
+    fn every_codec_decodes_as_apache_avro_reader() {
+        for codec in codecs() {
+            for bytes in [
+                manifest("learner_id", "long", codec, 4),
+                manifest_list(codec),
+                generic(codec),
+            ] {
+                let caches = disabled();
+                let mut g = Guarded::with_cache(&bytes[..], &caches.writer).unwrap();
+                let mut ours = Vec::new();
+                let mut blocks = 0;
+                while let Some(b) = g.next_block().unwrap() {
+                    let mut data = b.data.as_slice();
+                    for _ in 0..b.count {
+                        ours.push(g.decode(&mut data).unwrap());
+                    }
+                    blocks += 1;
+                }
+                let reader = apache_avro::Reader::new(&bytes[..]).unwrap();
+                assert_eq!(g.user_metadata(), reader.user_metadata(), "{codec:?}");
+                let theirs: Vec<Avro> = reader.map(Result::unwrap).collect();
+                assert_eq!(ours, theirs, "{codec:?}");
+                assert!(blocks >= 1 && !ours.is_empty());
+            }
+        }
+    }
+
+    #[test]
+    fn records_after_an_empty_block_are_read() {
+        let traces = traces();
+        let good = manifest("learner_id", "long", Codec::Null, 3);
+        let end = header_end(&good);
+        let marker = apache_avro::read_marker(&good);
+        let mut bytes = good[..end].to_vec();
+        bytes.extend_from_slice(&[0, 0]); // zero records, zero bytes
+        bytes.extend_from_slice(&marker);
+        bytes.extend_from_slice(&good[end..]);
+        let with_empty = scan(&bytes, &traces, &disabled());
+        assert_eq!(with_empty, scan(&good, &traces, &disabled()));
+        assert!(has_bound_id(&with_empty));
+    }
+
+    #[test]
+    fn input_ending_inside_a_block_header_is_an_error() {
+        let traces = traces();
+        let good = generic(Codec::Null);
+        let end = header_end(&good);
+        // A count of 3 (one byte) then a size varint cut after its first byte.
+        let mut bytes = good[..end].to_vec();
+        bytes.extend_from_slice(&[0x06, 0x80]);
+        let r = scan(&bytes, &traces, &disabled()).0;
+        assert_eq!(r, Err("record 0: Avro block 0: truncated".into()));
+        // Ending right after the header is a clean end of an empty file.
+        assert_eq!(scan(&good[..end], &traces, &disabled()).0, Ok(()));
+    }
+
+    #[test]
+    fn snappy_checksum_is_checked() {
+        let traces = traces();
+        let good = generic(Codec::Snappy);
+        let mut bytes = good.clone();
+        let crc_last = bytes.len() - 17; // the CRC's last byte, before the sync marker
+        bytes[crc_last] ^= 0x01;
+        let r = scan(&bytes, &traces, &disabled()).0.unwrap_err();
+        assert!(r.contains("CRC-32"), "{r}");
+        assert_eq!(scan(&good, &traces, &disabled()).0, Ok(()));
+    }
+
+    #[test]
+    fn record_from_no_bytes_in_a_nonempty_block_is_an_error_as_in_apache_avro() {
+        // Records of type null decode from no bytes: a block with bytes left is refused.
+        let schema = apache_avro::Schema::parse_str(r#""null""#).unwrap();
+        let mut w = apache_avro::Writer::new(&schema, Vec::new());
+        w.append(Avro::Null).unwrap();
+        let good = w.into_inner().unwrap();
+        let end = header_end(&good);
+        let marker = apache_avro::read_marker(&good);
+        let mut bytes = good[..end].to_vec();
+        bytes.extend_from_slice(&[0x02, 0x02, 0x00]); // 1 record, 1 byte
+        bytes.extend_from_slice(&marker);
+        let traces = traces();
+        assert_eq!(scan(&good, &traces, &disabled()).0, Ok(()));
+        let r = scan(&bytes, &traces, &disabled()).0.unwrap_err();
+        assert!(r.starts_with("record 0: decoded from no bytes"), "{r}");
+        assert!(
+            apache_avro::Reader::new(&bytes[..])
+                .unwrap()
+                .any(|r| r.is_err())
+        );
+    }
+}

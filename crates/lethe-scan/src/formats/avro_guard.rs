@@ -212,8 +212,6 @@ impl<R: Read> Guarded<R> {
         })?;
         let codec = codec?;
         meta.retain(|k, _| !k.starts_with("avro."));
-        #[cfg(not(test))]
-        drop(out);
         Ok(Guarded {
             inner,
             schema,

@@ -1,4 +1,5 @@
-//! Avro object container files: generic reading of every record with `apache-avro`.
+//! Avro object container files: generic reading of every record with `apache-avro`, block by
+//! block through the checking reader [`super::avro_guard`].
 //!
 //! Guarantees:
 //! - every string, bytes, fixed, enum symbol, uuid and map key is searched for value
@@ -14,6 +15,9 @@
 //!   `ManifestListBound`;
 //! - other strings of manifests and manifest lists -> `ManifestString`, of other Avro ->
 //!   `AvroValue`.
+//!
+//! Parsed header JSON is cached by its exact bytes ([`super::avro_cache`]): the writer
+//! schema by the guard, a manifest's `schema` + `partition-spec` here.
 //!
 //! Does not: compare manifest-list partition summary bounds with IDs (they carry no type),
 //! or decode decimal bounds.

@@ -123,7 +123,9 @@ impl WriterSchema {
 
 /// One checked, decompressed block: its record count and bytes.
 pub(crate) struct Block {
+    /// Records in the block (each checked against the writer schema).
     pub(crate) count: u64,
+    /// The block's decompressed bytes.
     pub(crate) data: Vec<u8>,
 }
 

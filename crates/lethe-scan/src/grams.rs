@@ -194,9 +194,14 @@ impl Tier {
         (word, bits)
     }
 
-    fn has(&self, g: u64) -> bool {
+    /// False when `g` is certainly not a gram of the tier (the sketch alone).
+    fn maybe(&self, g: u64) -> bool {
         let (word, bits) = self.slot(g);
-        self.sketch.get(word).is_some_and(|w| w & bits == bits) && self.grams.contains(g)
+        self.sketch.get(word).is_some_and(|w| w & bits == bits)
+    }
+
+    fn has(&self, g: u64) -> bool {
+        self.maybe(g) && self.grams.contains(g)
     }
 }
 
@@ -284,14 +289,35 @@ impl Grams {
             // one of its grams; it starts at most `back` bytes before it.
             let back = t.min_len - 8;
             let stride = back + 1;
-            let mut j = 0;
-            while let Some(g) = hay.get(j..).and_then(gram) {
-                if t.has(g) {
+            let found_at = |j: usize, g: u64| {
+                t.has(g) && {
                     let start = j.saturating_sub(back);
                     let end = hay.len().min(j + self.max_len);
-                    if hay.get(start..end).is_some_and(|w| self.all.is_match(w)) {
-                        return true;
-                    }
+                    hay.get(start..end).is_some_and(|w| self.all.is_match(w))
+                }
+            };
+            let mut j = 0;
+            // Four positions at a time: their sketch words are read together and one branch
+            // tells whether any of the four may hold a gram (then each is looked at in turn).
+            while j + 3 * stride + 8 <= hay.len() {
+                let g = [0, 1, 2, 3].map(|k| hay.get(j + k * stride..).and_then(gram));
+                let [Some(g0), Some(g1), Some(g2), Some(g3)] = g else {
+                    break;
+                };
+                let maybe = t.maybe(g0) | t.maybe(g1) | t.maybe(g2) | t.maybe(g3);
+                if maybe
+                    && [g0, g1, g2, g3]
+                        .iter()
+                        .enumerate()
+                        .any(|(k, &g)| found_at(j + k * stride, g))
+                {
+                    return true;
+                }
+                j += 4 * stride;
+            }
+            while let Some(g) = hay.get(j..).and_then(gram) {
+                if found_at(j, g) {
+                    return true;
                 }
                 j += stride;
             }

@@ -139,23 +139,11 @@ pub(crate) struct Guarded<R> {
     sync: [u8; 16],
     block: u64,
     done: bool,
-    /// The raw bytes read and not yet passed on by [`Read`] (the header, then each block).
-    #[cfg(test)]
-    out: Vec<u8>,
-    #[cfg(test)]
-    pos: usize,
 }
 
 impl<R: Read> Guarded<R> {
-    /// Read and check the header, with the process's writer schema cache (the guard's tests).
-    #[cfg(test)]
-    pub(crate) fn new(inner: R) -> Result<Self, String> {
-        Self::with_cache(inner, &avro_cache::shared().writer)
-    }
-
     /// Read and check the header; the writer schema is taken from or added to `cache`.
     pub(crate) fn with_cache(mut inner: R, cache: &Shared<WriterSchema>) -> Result<Self, String> {
-        let mut out = Vec::new();
         let mut magic = [0u8; 4];
         inner
             .read_exact(&mut magic)
@@ -163,16 +151,15 @@ impl<R: Read> Guarded<R> {
         if &magic != b"Obj\x01" {
             return Err("not an Avro object container".into());
         }
-        out.extend_from_slice(&magic);
         let mut meta: HashMap<String, Vec<u8>> = HashMap::new();
         let mut total = 0u64;
         loop {
-            let count = read_long(&mut inner, &mut out).map_err(|e| format!("Avro header: {e}"))?;
+            let count = read_long(&mut inner).map_err(|e| format!("Avro header: {e}"))?;
             if count == 0 {
                 break;
             }
             let count = if count < 0 {
-                read_long(&mut inner, &mut out).map_err(|e| format!("Avro header: {e}"))?;
+                read_long(&mut inner).map_err(|e| format!("Avro header: {e}"))?;
                 count
                     .checked_neg()
                     .ok_or("Avro header: bad metadata count")?
@@ -185,10 +172,10 @@ impl<R: Read> Guarded<R> {
                 ));
             }
             for _ in 0..count {
-                let key = read_bytes(&mut inner, &mut out, &mut total)
-                    .map_err(|e| format!("Avro header: {e}"))?;
-                let value = read_bytes(&mut inner, &mut out, &mut total)
-                    .map_err(|e| format!("Avro header: {e}"))?;
+                let key =
+                    read_bytes(&mut inner, &mut total).map_err(|e| format!("Avro header: {e}"))?;
+                let value =
+                    read_bytes(&mut inner, &mut total).map_err(|e| format!("Avro header: {e}"))?;
                 let key = String::from_utf8(key)
                     .map_err(|_| "Avro header: a metadata key is not UTF-8".to_string())?;
                 meta.insert(key, value);
@@ -198,7 +185,6 @@ impl<R: Read> Guarded<R> {
         inner
             .read_exact(&mut sync)
             .map_err(|e| format!("Avro header: sync marker: {e}"))?;
-        out.extend_from_slice(&sync);
         let codec = match meta.get("avro.codec").map(|c| c.as_slice()) {
             None | Some(b"null") => Ok(Codec::Null),
             Some(b"deflate") => Ok(Codec::Deflate),
@@ -222,10 +208,6 @@ impl<R: Read> Guarded<R> {
             sync,
             block: 0,
             done: false,
-            #[cfg(test)]
-            out,
-            #[cfg(test)]
-            pos: 0,
         })
     }
 
@@ -241,11 +223,6 @@ impl<R: Read> Guarded<R> {
 
     /// Read, check and decompress the next block; `None` at a clean end of input.
     pub(crate) fn next_block(&mut self) -> io::Result<Option<Block>> {
-        self.next_block_raw(None)
-    }
-
-    /// [`Guarded::next_block`], appending the block's raw bytes to `raw` if given.
-    fn next_block_raw(&mut self, raw: Option<&mut Vec<u8>>) -> io::Result<Option<Block>> {
         if self.done {
             return Ok(None);
         }
@@ -266,10 +243,8 @@ impl<R: Read> Guarded<R> {
             io::ErrorKind::UnexpectedEof => bad(format!("Avro block {block}: truncated")),
             _ => e,
         };
-        let mut head = Vec::new();
-        let count =
-            read_long(&mut (&first[..]).chain(&mut self.inner), &mut head).map_err(truncated)?;
-        let size = read_long(&mut self.inner, &mut head).map_err(truncated)?;
+        let count = read_long(&mut (&first[..]).chain(&mut self.inner)).map_err(truncated)?;
+        let size = read_long(&mut self.inner).map_err(truncated)?;
         if count < 0 || size < 0 {
             return Err(bad(format!("Avro block {block}: negative count or size")));
         }
@@ -297,11 +272,6 @@ impl<R: Read> Guarded<R> {
             return Err(bad(format!(
                 "Avro block {block}: sync marker does not match the header"
             )));
-        }
-        if let Some(raw) = raw {
-            raw.extend_from_slice(&head);
-            raw.extend_from_slice(&payload);
-            raw.extend_from_slice(&sync);
         }
         let data = match self.codec {
             Codec::Null => payload,
@@ -407,26 +377,6 @@ fn skip(
     Ok(())
 }
 
-/// The raw bytes of the container, passed on block by block once each block is checked: the
-/// guard's own tests read through it.
-#[cfg(test)]
-impl<R: Read> Read for Guarded<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        if self.pos >= self.out.len() {
-            let mut raw = Vec::new();
-            if self.next_block_raw(Some(&mut raw))?.is_none() {
-                return Ok(0);
-            }
-            self.out = raw;
-            self.pos = 0;
-        }
-        let n = buf.len().min(self.out.len() - self.pos);
-        buf[..n].copy_from_slice(&self.out[self.pos..self.pos + n]);
-        self.pos += n;
-        Ok(n)
-    }
-}
-
 /// Can a value of this type be encoded in zero bytes?
 fn may_be_empty(s: &Mini, names: &HashMap<String, Mini>, depth: usize) -> bool {
     if depth > MAX_DEPTH {
@@ -467,13 +417,12 @@ fn varint(d: &[u8], pos: &mut usize) -> Result<i64, String> {
     Err("varint longer than 10 bytes".into())
 }
 
-/// Zigzag varint from a stream, recording the raw bytes.
-fn read_long(r: &mut dyn Read, rec: &mut Vec<u8>) -> io::Result<i64> {
+/// Zigzag varint from a stream.
+fn read_long(r: &mut dyn Read) -> io::Result<i64> {
     let mut v = 0u64;
     for j in 0..10 {
         let mut b = [0u8; 1];
         r.read_exact(&mut b)?;
-        rec.push(b[0]);
         v |= u64::from(b[0] & 0x7f) << (j * 7);
         if b[0] & 0x80 == 0 {
             return Ok(((v >> 1) as i64) ^ -((v & 1) as i64));
@@ -482,8 +431,8 @@ fn read_long(r: &mut dyn Read, rec: &mut Vec<u8>) -> io::Result<i64> {
     Err(bad("varint longer than 10 bytes"))
 }
 
-fn read_bytes(r: &mut dyn Read, rec: &mut Vec<u8>, total: &mut u64) -> io::Result<Vec<u8>> {
-    let n = read_long(r, rec)?;
+fn read_bytes(r: &mut dyn Read, total: &mut u64) -> io::Result<Vec<u8>> {
+    let n = read_long(r)?;
     let n = u64::try_from(n).map_err(|_| bad("negative length"))?;
     *total += n;
     if *total > MAX_META_BYTES {
@@ -494,7 +443,6 @@ fn read_bytes(r: &mut dyn Read, rec: &mut Vec<u8>, total: &mut u64) -> io::Resul
     if v.len() as u64 != n {
         return Err(bad("truncated"));
     }
-    rec.extend_from_slice(&v);
     Ok(v)
 }
 
@@ -720,6 +668,20 @@ fn parse(
 mod tests {
     use super::*;
 
+    /// The guard of `bytes`, with the process's writer schema cache.
+    fn guard(bytes: &[u8]) -> Result<Guarded<&[u8]>, String> {
+        Guarded::with_cache(bytes, &avro_cache::shared().writer)
+    }
+
+    /// Every block of `g` until the end or the first error.
+    fn blocks(g: &mut Guarded<&[u8]>) -> io::Result<Vec<Block>> {
+        let mut out = Vec::new();
+        while let Some(b) = g.next_block()? {
+            out.push(b);
+        }
+        Ok(out)
+    }
+
     fn container(schema: &str, meta_count_raw: &[u8], block: &[u8]) -> Vec<u8> {
         let mut out = b"Obj\x01".to_vec();
         out.extend_from_slice(meta_count_raw);
@@ -750,7 +712,7 @@ mod tests {
         // Count 0x7fff_ffff entries in the header map (regression: fuzz OOM in apache-avro).
         let mut bytes = b"Obj\x01".to_vec();
         bytes.extend_from_slice(&[0xfe, 0xff, 0xff, 0xff, 0x0f]);
-        assert!(Guarded::new(bytes.as_slice()).is_err());
+        assert!(guard(bytes.as_slice()).is_err());
     }
 
     #[test]
@@ -759,9 +721,8 @@ mod tests {
         // 1 record, 6 bytes: array count 2^30, then nothing.
         let block = [0x02, 0x0c, 0x80, 0x80, 0x80, 0x80, 0x08, 0x00];
         let bytes = container(schema, &[0x02], &block);
-        let mut g = Guarded::new(bytes.as_slice()).unwrap();
-        let mut sink = Vec::new();
-        assert!(g.read_to_end(&mut sink).is_err());
+        let mut g = guard(bytes.as_slice()).unwrap();
+        assert!(blocks(&mut g).is_err());
     }
 
     #[test]
@@ -769,9 +730,8 @@ mod tests {
         let schema = r#"{"type":"record","name":"r","fields":[{"name":"next","type":"r"}]}"#;
         let block = [0x02, 0x00];
         let bytes = container(schema, &[0x02], &block);
-        let mut g = Guarded::new(bytes.as_slice()).unwrap();
-        let mut sink = Vec::new();
-        let err = g.read_to_end(&mut sink).unwrap_err();
+        let mut g = guard(bytes.as_slice()).unwrap();
+        let err = blocks(&mut g).err().expect("refused");
         assert!(err.to_string().contains("deeper"), "{err}");
     }
 
@@ -784,7 +744,7 @@ mod tests {
             r#"{"type":"record","name":"r","aliases":["a-b"],"fields":[]}"#,
         ] {
             let bytes = container(schema, &[0x02], &[0x00, 0x00]);
-            assert!(Guarded::new(bytes.as_slice()).is_err(), "{schema}");
+            assert!(guard(bytes.as_slice()).is_err(), "{schema}");
         }
         assert!(valid_name("a.b_c.D1"));
         assert!(!valid_name("a..b") && !valid_name("") && !valid_name("é"));
@@ -796,9 +756,9 @@ mod tests {
         // 1 record, 8 bytes: "hi", map {"k": 1}.
         let block = [0x02, 0x10, 0x04, b'h', b'i', 0x02, 0x02, b'k', 0x02, 0x00];
         let bytes = container(schema, &[0x02], &block);
-        let mut g = Guarded::new(bytes.as_slice()).unwrap();
-        let mut out = Vec::new();
-        g.read_to_end(&mut out).unwrap();
-        assert_eq!(out, bytes);
+        let mut g = guard(bytes.as_slice()).unwrap();
+        let out = blocks(&mut g).unwrap();
+        assert_eq!(out.len(), 1);
+        assert_eq!((out[0].count, out[0].data.as_slice()), (1, &block[2..]));
     }
 }

@@ -46,10 +46,7 @@ pub(crate) fn check_pages<R: ChunkReader + 'static>(
         };
         for &c in columns {
             let descr = schema.column(c);
-            if !matches!(
-                descr.physical_type(),
-                PhysicalType::BYTE_ARRAY | PhysicalType::FIXED_LEN_BYTE_ARRAY
-            ) {
+            if !byte_array(&descr) {
                 continue;
             }
             let name = || format!("column `{}`, row group {g}", descr.path().string());
@@ -85,10 +82,7 @@ pub(crate) fn check_read_pages(
     pages: &[Page],
     name: impl Fn() -> String,
 ) -> Result<(), String> {
-    if !matches!(
-        descr.physical_type(),
-        PhysicalType::BYTE_ARRAY | PhysicalType::FIXED_LEN_BYTE_ARRAY
-    ) {
+    if !byte_array(descr) {
         return Ok(());
     }
     let data = pages
@@ -98,6 +92,14 @@ pub(crate) fn check_read_pages(
         check_page(descr, page).map_err(|what| format!("{}, page {k}: {what}", name()))?;
     }
     Ok(())
+}
+
+/// Whether the column holds byte arrays (the only columns whose delta pages are checked).
+fn byte_array(descr: &ColumnDescriptor) -> bool {
+    matches!(
+        descr.physical_type(),
+        PhysicalType::BYTE_ARRAY | PhysicalType::FIXED_LEN_BYTE_ARRAY
+    )
 }
 
 /// Check one page of a byte-array column (a dictionary page or a page in another encoding

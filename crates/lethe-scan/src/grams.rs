@@ -22,8 +22,10 @@
 //! that is one SIMD pass ([`memchr`]).
 //!
 //! A gram is looked up in a bit sketch (a Bloom filter with two hashes in one word, small
-//! enough for the first-level cache) and, when the sketch says maybe, in a hash set of grams; only then is the automaton run, over
-//! the window an occurrence through that gram could span.
+//! enough for the first-level cache) and, when the sketch says maybe, in a hash set of grams;
+//! only then is the tier's own automaton run, over the window an occurrence through that gram
+//! could span. Those windows are short and rare, so that automaton is an NFA: a DFA of
+//! thousands of patterns took longer to build than the scan it served.
 //!
 //! The answer is exact: true if and only if a pattern occurs in the buffer.
 
@@ -38,12 +40,12 @@ const HASH: u64 = 0x9e37_79b9_7f4a_7c15;
 /// searcher ([`Finder`]: Teddy takes up to 64 patterns, and is faster than the grams for a few
 /// dozen).
 const AUTOMATON_ALONE: usize = 64;
+/// Words of the largest sketch (`1 << 18` bits, 32 KiB: the first-level cache).
+const SKETCH_WORDS: usize = 1 << 12;
 
 /// A set of byte patterns to test buffers against (see the module docs).
 #[derive(Clone, Debug)]
 pub(crate) struct Grams {
-    /// Every pattern, as an automaton: checks the windows the gram filters point at.
-    all: AhoCorasick,
     /// Every pattern, for whole buffers, when there are few (no gram tiers).
     few: Option<Finder>,
     /// Up to three bytes such that every pattern holds one of them, if there are.
@@ -51,8 +53,6 @@ pub(crate) struct Grams {
     /// With many patterns: gram filters (long patterns first), and the other patterns.
     tiers: Vec<Tier>,
     short: Option<Finder>,
-    /// Longest pattern, in bytes.
-    max_len: usize,
 }
 
 /// "Does the buffer hold one of these patterns?" for fewer than [`AUTOMATON_ALONE`]
@@ -91,8 +91,15 @@ impl Finder {
 #[derive(Clone, Debug)]
 struct Tier {
     min_len: usize,
-    /// `1 << sketch_bits` bits.
-    sketch: Vec<u64>,
+    /// The tier's patterns, as an automaton: checks the windows the gram filter points at.
+    /// Those are short and few, so it is an NFA (quick to build for thousands of patterns),
+    /// not a DFA.
+    verify: AhoCorasick,
+    /// The tier's longest pattern, in bytes.
+    max_len: usize,
+    /// The bit sketch: `1 << sketch_bits` bits are used, in a table of the largest size so
+    /// that a masked index needs no bounds check.
+    sketch: Box<[u64; SKETCH_WORDS]>,
     sketch_bits: u32,
     grams: GramSet,
 }
@@ -158,7 +165,7 @@ impl GramSet {
 }
 
 impl Tier {
-    fn new(min_len: usize, patterns: &[&[u8]]) -> Tier {
+    fn new(min_len: usize, patterns: &[&[u8]]) -> Result<Tier, aho_corasick::BuildError> {
         let mut grams: Vec<u64> = patterns
             .iter()
             .flat_map(|p| (0..=min_len - 8).filter_map(|o| gram(p.get(o..)?)))
@@ -174,7 +181,12 @@ impl Tier {
             .clamp(12, 18);
         let mut t = Tier {
             min_len,
-            sketch: vec![0u64; 1 << (sketch_bits - 6)],
+            verify: AhoCorasick::builder()
+                .match_kind(MatchKind::Standard)
+                .kind(Some(AhoCorasickKind::ContiguousNFA))
+                .build(patterns)?,
+            max_len: patterns.iter().map(|p| p.len()).max().unwrap_or(0),
+            sketch: Box::new([0u64; SKETCH_WORDS]),
             sketch_bits,
             grams: GramSet::new(&grams),
         };
@@ -182,14 +194,14 @@ impl Tier {
             let (word, bits) = t.slot(g);
             t.sketch[word] |= bits;
         }
-        t
+        Ok(t)
     }
 
     /// The sketch word of a gram and the two bits it sets there.
     fn slot(&self, gram: u64) -> (usize, u64) {
         // The high bits of the product depend on every byte of the gram.
         let h = gram.wrapping_mul(HASH);
-        let word = (h >> (64 - (self.sketch_bits - 6))) as usize;
+        let word = (h >> (64 - (self.sketch_bits - 6))) as usize & (SKETCH_WORDS - 1);
         let bits = (1u64 << ((h >> 40) & 63)) | (1u64 << ((h >> 34) & 63));
         (word, bits)
     }
@@ -197,7 +209,7 @@ impl Tier {
     /// False when `g` is certainly not a gram of the tier (the sketch alone).
     fn maybe(&self, g: u64) -> bool {
         let (word, bits) = self.slot(g);
-        self.sketch.get(word).is_some_and(|w| w & bits == bits)
+        self.sketch[word] & bits == bits
     }
 
     fn has(&self, g: u64) -> bool {
@@ -219,17 +231,13 @@ impl Grams {
             return Ok(None);
         }
         let refs: Vec<&[u8]> = patterns.iter().map(Vec::as_slice).collect();
-        let max_len = refs.iter().map(|p| p.len()).max().unwrap_or(0);
-        let all = automaton(&refs)?;
         let cover = cover(&refs);
         if patterns.len() < AUTOMATON_ALONE {
             return Ok(Some(Grams {
                 few: Some(Finder::new(&refs)?),
-                all,
                 cover,
                 tiers: Vec::new(),
                 short: None,
-                max_len,
             }));
         }
         // Tiers by length: a longer minimum allows a longer stride (8, 4, 1 positions). A
@@ -246,13 +254,12 @@ impl Grams {
             if members.len() < AUTOMATON_ALONE {
                 rest.extend(members);
             } else {
-                tiers.push(Tier::new(min_len, &members));
+                tiers.push(Tier::new(min_len, &members)?);
             }
             upper = min_len;
         }
         rest.extend(refs.iter().copied().filter(|p| p.len() < upper));
         Ok(Some(Grams {
-            all,
             few: None,
             cover,
             tiers,
@@ -261,7 +268,6 @@ impl Grams {
             } else {
                 Some(Finder::new(&rest)?)
             },
-            max_len,
         }))
     }
 
@@ -284,43 +290,49 @@ impl Grams {
         if self.short.as_ref().is_some_and(|s| s.is_match(hay)) {
             return true;
         }
-        for t in &self.tiers {
-            // Every occurrence of a pattern of the tier covers a multiple of `stride` with
-            // one of its grams; it starts at most `back` bytes before it.
-            let back = t.min_len - 8;
-            let stride = back + 1;
-            let found_at = |j: usize, g: u64| {
-                t.has(g) && {
-                    let start = j.saturating_sub(back);
-                    let end = hay.len().min(j + self.max_len);
-                    hay.get(start..end).is_some_and(|w| self.all.is_match(w))
-                }
-            };
-            let mut j = 0;
-            // Four positions at a time: their sketch words are read together and one branch
-            // tells whether any of the four may hold a gram (then each is looked at in turn).
-            while j + 3 * stride + 8 <= hay.len() {
-                let g = [0, 1, 2, 3].map(|k| hay.get(j + k * stride..).and_then(gram));
-                let [Some(g0), Some(g1), Some(g2), Some(g3)] = g else {
-                    break;
-                };
-                let maybe = t.maybe(g0) | t.maybe(g1) | t.maybe(g2) | t.maybe(g3);
-                if maybe
-                    && [g0, g1, g2, g3]
-                        .iter()
-                        .enumerate()
-                        .any(|(k, &g)| found_at(j + k * stride, g))
-                {
-                    return true;
-                }
-                j += 4 * stride;
+        self.tiers.iter().any(|t| match t.min_len - 7 {
+            8 => Self::tier_match::<8>(t, hay),
+            4 => Self::tier_match::<4>(t, hay),
+            // Stride 1 (every position) is right for any tier, if slower.
+            _ => Self::tier_match::<1>(t, hay),
+        })
+    }
+
+    /// True when a pattern of tier `t` occurs in `hay`. Every occurrence of one covers a
+    /// multiple of `S` (= `min_len - 7`) with one of its grams, and starts at most `S - 1`
+    /// bytes before it: so only those positions are looked at, and the automaton is run only
+    /// around a position whose gram is the tier's.
+    fn tier_match<const S: usize>(t: &Tier, hay: &[u8]) -> bool {
+        let found_at = |j: usize, g: u64| {
+            t.has(g) && {
+                let start = j.saturating_sub(S - 1);
+                let end = hay.len().min(j + t.max_len);
+                hay.get(start..end).is_some_and(|w| t.verify.is_match(w))
             }
-            while let Some(g) = hay.get(j..).and_then(gram) {
-                if found_at(j, g) {
-                    return true;
-                }
-                j += stride;
+        };
+        let mut j = 0;
+        // Four positions at a time, from one 32-byte block (their grams end within it, as
+        // 3 * S + 8 <= 32): their sketch words are read together and one branch tells
+        // whether any of the four may hold a gram (then each is looked at in turn).
+        while let Some(block) = hay.get(j..).and_then(<[u8]>::first_chunk::<32>) {
+            let g = [
+                gram_in(block, 0),
+                gram_in(block, S),
+                gram_in(block, 2 * S),
+                gram_in(block, 3 * S),
+            ];
+            if (t.maybe(g[0]) | t.maybe(g[1]) | t.maybe(g[2]) | t.maybe(g[3]))
+                && g.iter().enumerate().any(|(k, &g)| found_at(j + k * S, g))
+            {
+                return true;
             }
+            j += 4 * S;
+        }
+        while let Some(g) = hay.get(j..).and_then(gram) {
+            if found_at(j, g) {
+                return true;
+            }
+            j += S;
         }
         false
     }
@@ -352,6 +364,14 @@ fn cover(patterns: &[&[u8]]) -> Option<Vec<u8>> {
         left.retain(|p| !p.contains(&best));
     }
     Some(chosen)
+}
+
+/// The 8 bytes of `block` at `at` (at most 24), little-endian.
+#[inline(always)]
+fn gram_in(block: &[u8; 32], at: usize) -> u64 {
+    let mut g = [0u8; 8];
+    g.copy_from_slice(&block[at..at + 8]);
+    u64::from_le_bytes(g)
 }
 
 /// The first 8 bytes of `p`, little-endian; None when shorter.

@@ -40,8 +40,11 @@ const HASH: u64 = 0x9e37_79b9_7f4a_7c15;
 /// searcher ([`Finder`]: Teddy takes up to 64 patterns, and is faster than the grams for a few
 /// dozen).
 const AUTOMATON_ALONE: usize = 64;
-/// Words of the largest sketch (`1 << 18` bits, 32 KiB: the first-level cache).
-const SKETCH_WORDS: usize = 1 << 12;
+/// Bits of the largest sketch, as a power of two (`1 << 18` bits, 32 KiB: the first-level
+/// cache).
+const SKETCH_MAX_BITS: u32 = 18;
+/// Words of the largest sketch.
+const SKETCH_WORDS: usize = 1 << (SKETCH_MAX_BITS - 6);
 
 /// A set of byte patterns to test buffers against (see the module docs).
 #[derive(Clone, Debug)]
@@ -178,7 +181,7 @@ impl Tier {
         let sketch_bits = (grams.len().max(1) * 16)
             .next_power_of_two()
             .trailing_zeros()
-            .clamp(12, 18);
+            .clamp(12, SKETCH_MAX_BITS);
         let mut t = Tier {
             min_len,
             verify: AhoCorasick::builder()

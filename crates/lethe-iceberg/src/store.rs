@@ -250,6 +250,14 @@ pub trait FileStore: Send + Sync + Debug {
     fn sync_deferred(&self) -> Result<()> {
         Ok(())
     }
+    /// The same files behind a deferral of their own, for work that commits concurrently with
+    /// other work on this store ([`crate::table::Warehouse::for_concurrent_work`]): one
+    /// deferral's end must not wait for, nor be cut short by, another's (a shared one would
+    /// leave the first commit's files unsynced at its pointer swap while the second plans).
+    /// `None` for stores without deferrals (object stores): the store itself serves.
+    fn with_own_syncs(&self) -> Option<Arc<dyn FileStore>> {
+        None
+    }
     /// Takes the storage settings a catalog returned with a table (`loadTable`'s `config`:
     /// vended credentials, endpoint) for the files under `table_location`. Stores that need
     /// none ignore them.
@@ -393,6 +401,10 @@ impl FileStore for LocalStore {
         self.syncs.end()
     }
 
+    fn with_own_syncs(&self) -> Option<Arc<dyn FileStore>> {
+        Some(Arc::new(LocalStore::new()))
+    }
+
     fn kind(&self) -> StoreKind {
         StoreKind::Local
     }
@@ -523,6 +535,31 @@ mod tests {
         ] {
             assert!(normalize_local(form).is_err(), "{form}");
         }
+    }
+
+    /// Two commits at once, one per store from `with_own_syncs`: the first one's deferral
+    /// ends with its files synced although the other is still planning (with one shared
+    /// deferral its end would only count down, and its pointer swap would name unsynced files).
+    #[test]
+    fn a_deferral_of_its_own_ends_with_its_files_synced() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = LocalStore::new();
+        let b = a.with_own_syncs().expect("a local store has deferrals");
+        b.defer_syncs();
+        let b_file = a.location_of(&dir.path().join("b.avro"));
+        b.write_new(&b_file, b"planning").unwrap();
+        a.defer_syncs();
+        a.write_new(&a.location_of(&dir.path().join("a.avro")), b"planned")
+            .unwrap();
+        assert_eq!(a.syncs.pending(), 1, "only a's file waits in a's deferral");
+        a.sync_deferred().unwrap();
+        assert_eq!(a.syncs.pending(), 0, "a's end synced a's file");
+        // Outside a deferral a file is synced when written, whatever b does.
+        a.write_new(&a.location_of(&dir.path().join("c.json")), b"metadata")
+            .unwrap();
+        assert_eq!(a.syncs.pending(), 0);
+        b.sync_deferred().unwrap();
+        assert_eq!(&b.read(&b_file).unwrap()[..], b"planning");
     }
 
     #[test]

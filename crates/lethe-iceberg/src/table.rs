@@ -143,6 +143,18 @@ impl Warehouse {
         }
     }
 
+    /// The same warehouse (catalog, files, the manifests already read) for one of several
+    /// pieces of work that commit concurrently, e.g. cleanups of different tables: its store
+    /// defers its commits' syncs apart from every other's ([`FileStore::with_own_syncs`]), so
+    /// each commit's files are durable at its own pointer swap.
+    pub fn for_concurrent_work(&self) -> Self {
+        let mut wh = self.clone();
+        if let Some(store) = self.store.with_own_syncs() {
+            wh.store = store;
+        }
+        wh
+    }
+
     /// Every table in the catalog.
     pub async fn tables(&self) -> Result<Vec<TableName>> {
         self.catalog.list_tables().await

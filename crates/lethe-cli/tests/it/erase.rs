@@ -364,6 +364,72 @@ async fn a_crash_after_any_durable_step_resumes_to_the_same_end_state() {
     assert_eq!(unreferenced(&crashed.ws).await, 0, "no unreferenced files");
 }
 
+/// The row steps run together: one of them dying before its commit (a panic in its task,
+/// the process gone with the others' commits landed or not) leaves a journal that resumes to
+/// an uninterrupted run's end state, the dead step not recorded as done.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_crash_inside_steps_run_together_resumes_to_the_same_end_state() {
+    let crashed = Demo::with_seed(42).await;
+    let clean = Demo::with_seed(42).await;
+    let args = [
+        "erase",
+        "--subject",
+        "learner=3590",
+        "--request",
+        "erasure-0002",
+        "--min-age",
+        "0",
+    ];
+    let run = |failpoints: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_lethe"))
+            .args(args)
+            .current_dir(&crashed.dir)
+            .env("FAILPOINTS", failpoints)
+            .env("RUST_BACKTRACE", "0")
+            .output()
+            .unwrap()
+    };
+    let out = run("row-rewrite-planned/learning.events=panic");
+    assert_eq!(
+        out.status.code(),
+        Some(101),
+        "the step's panic ends the process: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let journal = lethe::erasure::erase::load_journal(&crashed.ws, "erasure-0002")
+        .unwrap()
+        .expect("the journal of the stopped erasure");
+    let step = |t: &str| journal.steps.iter().find(|s| s.table == t).unwrap();
+    assert!(!step("learning.events").done, "the dead step is not done");
+    assert!(journal.finished_at.is_none());
+    let out = run("");
+    assert!(
+        out.status.success(),
+        "the erasure resumes: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    erase(
+        &clean.ws,
+        &[request(3590, "erasure-0002")],
+        &erase_opts(),
+        &|_| {},
+    )
+    .await
+    .unwrap();
+    let (a, b) = (contents(&crashed.ws).await, contents(&clean.ws).await);
+    let differ: Vec<&String> = a.keys().filter(|t| a.get(*t) != b.get(*t)).collect();
+    assert!(
+        differ.is_empty(),
+        "same rows in every table; these differ: {differ:?}"
+    );
+    let journal = lethe::erasure::erase::load_journal(&crashed.ws, "erasure-0002")
+        .unwrap()
+        .unwrap();
+    assert!(journal.steps.iter().all(|s| s.done), "every step done");
+    assert!(journal.finished_at.is_some());
+    assert_eq!(unreferenced(&crashed.ws).await, 0, "no unreferenced files");
+}
+
 /// Randomized histories: the sweep never removes a referenced file, never one younger than the
 /// minimum age, and a file a concurrent writer is still writing survives.
 #[tokio::test(flavor = "multi_thread")]

@@ -14,6 +14,7 @@
 //! commits only what is still to do.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use chrono::{Duration, Utc};
 use lethe_iceberg::catalog::TableName;
@@ -21,8 +22,10 @@ use lethe_iceberg::ops::expire::Cutoff;
 use lethe_iceberg::ops::history::purge_history;
 use lethe_iceberg::ops::sweep::{TableLocations, purge_versions, sweep_among};
 
-use super::durable_step;
+use futures::future::BoxFuture;
+
 use super::journal::{Journal, TableCleanup, save_journal};
+use super::{durable_step, on_all_cores};
 use crate::erasure::plan::Action;
 use crate::error::Result;
 use crate::workspace::Workspace;
@@ -57,7 +60,9 @@ fn changed_tables(journal: &Journal) -> Vec<String> {
 }
 
 /// Cleans up every table a DELETE, REWRITE or RECOMPUTE step changed, resuming at the first
-/// phase the journal doesn't record as done.
+/// phase the journal doesn't record as done. A phase runs on its tables concurrently
+/// ([`on_all_cores`]; each table's commit is its own, its files synced apart from the
+/// others'), the counts recorded in the tables' order.
 pub(super) async fn clean_up(
     ws: &Workspace,
     journal: &mut Journal,
@@ -76,79 +81,95 @@ pub(super) async fn clean_up(
         if phase == "purge-versions" && !ws.config.storage.purge_versions {
             continue;
         }
-        let mut ran = false;
-        for (k, table) in tables.iter().enumerate() {
-            let mut c = journal.cleanup.get(table).cloned().unwrap_or_default();
-            if c.phases.contains(phase) {
-                continue;
-            }
-            let name = TableName::parse(table)?;
+        let todo: Vec<&String> = tables
+            .iter()
+            .filter(|t| {
+                !journal
+                    .cleanup
+                    .get(*t)
+                    .is_some_and(|c| c.phases.contains(phase))
+            })
+            .collect();
+        if todo.is_empty() {
+            continue;
+        }
+        let mut work = Vec::new();
+        for table in &todo {
+            let k = tables.iter().position(|t| t == *table).unwrap_or(0);
             progress(&format!("cleanup {phase} {}/{n} {table}", k + 1));
-            run_phase(ws, &name, phase, tag, min_age, &mut c, &mut locations).await?;
-            c.phases.insert(phase.to_string());
-            journal.cleanup.insert(table.clone(), c);
-            ran = true;
+            work.push(phase_work(ws, table, phase, tag, min_age, &mut locations).await?);
         }
-        if ran {
-            save_journal(ws, journal)?;
-            durable_step(&format!("cleanup {phase}"));
+        // Every table's result is recorded before the first failure is returned.
+        let mut failed = None;
+        for (table, done) in todo.into_iter().zip(on_all_cores(work).await) {
+            match done {
+                Ok(counts) => {
+                    let c = journal.cleanup.entry(table.clone()).or_default();
+                    c.absorb(&counts);
+                    c.phases.insert(phase.to_string());
+                }
+                Err(e) => {
+                    failed.get_or_insert(e);
+                }
+            }
         }
+        save_journal(ws, journal)?;
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        durable_step(&format!("cleanup {phase}"));
     }
     Ok(())
 }
 
-/// One cleanup phase on one table, its counts added to `c`. The first sweep loads the
-/// warehouse's table locations into `locations`, for every later sweep of the same cleanup.
-async fn run_phase(
+/// One cleanup phase on one table, as work that owns what it needs (to run beside the other
+/// tables' phases): it returns the phase's counts. The first sweep loads the warehouse's
+/// table locations into `locations`, shared by every later sweep of the same cleanup.
+async fn phase_work(
     ws: &Workspace,
-    name: &TableName,
-    phase: &str,
+    table: &str,
+    phase: &'static str,
     tag: &str,
     min_age: Duration,
-    c: &mut TableCleanup,
-    locations: &mut Option<TableLocations>,
-) -> Result<()> {
-    match phase {
-        "history" => {
-            let summary: BTreeMap<String, String> =
-                [("erasure-request".to_string(), tag.to_string())].into();
-            let r = purge_history(
-                &ws.warehouse,
-                name,
-                Cutoff::OlderThan(Utc::now() + Duration::seconds(1)),
-                summary,
-                ws.clock.as_ref(),
-            )
-            .await?;
-            c.snapshots_expired += r.expire.expired.len();
-            c.files_removed += r.expire.files_deleted;
-            if r.manifests.snapshot_id.is_some() {
-                c.manifests_rewritten += 1;
-            }
-        }
-        "purge-versions" => {
-            let r = purge_versions(&ws.warehouse, name).await?;
-            c.versions_purged += r.versions_deleted;
-        }
-        _ => {
-            if locations.is_none() {
-                *locations = Some(TableLocations::load(&ws.warehouse).await?);
-            }
-            let tables = locations.as_ref().expect("loaded above");
-            let r = sweep_among(
-                &ws.warehouse,
-                name,
-                min_age,
-                false,
-                ws.clock.as_ref(),
-                tables,
-            )
-            .await?;
-            c.files_removed += r.removed;
-            c.files_too_young = r.too_young;
-        }
+    locations: &mut Option<Arc<TableLocations>>,
+) -> Result<BoxFuture<'static, Result<TableCleanup>>> {
+    let name = TableName::parse(table)?;
+    let wh = ws.warehouse.for_concurrent_work();
+    let clock = ws.clock.clone();
+    if phase == "sweep" && locations.is_none() {
+        *locations = Some(Arc::new(TableLocations::load(&ws.warehouse).await?));
     }
-    Ok(())
+    let tables = locations.clone();
+    let summary: BTreeMap<String, String> =
+        [("erasure-request".to_string(), tag.to_string())].into();
+    Ok(Box::pin(async move {
+        let mut c = TableCleanup::default();
+        match phase {
+            "history" => {
+                let r = purge_history(
+                    &wh,
+                    &name,
+                    Cutoff::OlderThan(Utc::now() + Duration::seconds(1)),
+                    summary,
+                    clock.as_ref(),
+                )
+                .await?;
+                c.snapshots_expired = r.expire.expired.len();
+                c.files_removed = r.expire.files_deleted;
+                c.manifests_rewritten = usize::from(r.manifests.snapshot_id.is_some());
+            }
+            "purge-versions" => {
+                c.versions_purged = purge_versions(&wh, &name).await?.versions_deleted;
+            }
+            _ => {
+                let tables = tables.expect("loaded above for a sweep");
+                let r = sweep_among(&wh, &name, min_age, false, clock.as_ref(), &tables).await?;
+                c.files_removed = r.removed;
+                c.files_too_young = r.too_young;
+            }
+        }
+        Ok(c)
+    }))
 }
 
 /// Every cleanup phase, in order, on tables changed outside an erasure's journal (`lethe
@@ -164,18 +185,13 @@ pub(crate) async fn clean_tables(
     let n = tables.len();
     let mut locations = None;
     for phase in PHASES {
+        let mut work = Vec::new();
         for (k, table) in tables.iter().enumerate() {
             progress(&format!("cleanup {phase} {}/{n} {table}", k + 1));
-            run_phase(
-                ws,
-                &TableName::parse(table)?,
-                phase,
-                tag,
-                min_age,
-                &mut c,
-                &mut locations,
-            )
-            .await?;
+            work.push(phase_work(ws, table, phase, tag, min_age, &mut locations).await?);
+        }
+        for done in on_all_cores(work).await {
+            c.absorb(&done?);
         }
         c.phases.insert(phase.to_string());
     }

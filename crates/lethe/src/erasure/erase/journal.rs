@@ -74,6 +74,18 @@ pub struct TableCleanup {
     pub versions_purged: usize,
 }
 
+impl TableCleanup {
+    /// Adds the counts of `other` (a phase's, or another table's) to these; phases are not
+    /// merged.
+    pub fn absorb(&mut self, other: &TableCleanup) {
+        self.snapshots_expired += other.snapshots_expired;
+        self.manifests_rewritten += other.manifests_rewritten;
+        self.files_removed += other.files_removed;
+        self.files_too_young += other.files_too_young;
+        self.versions_purged += other.versions_purged;
+    }
+}
+
 /// The erasure's journal (`state/erasures/<batch>.json`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Journal {

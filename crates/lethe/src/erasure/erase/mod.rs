@@ -61,6 +61,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use chrono::{Duration, Utc};
+use futures::StreamExt;
+use futures::future::BoxFuture;
 use lethe_iceberg::catalog::TableName;
 use lethe_iceberg::ops::rewrite::{RowRewrite, rewrite_rows};
 use lethe_iceberg::predicate::Predicate;
@@ -379,92 +381,194 @@ fn register_requests(ws: &Workspace, journal: &mut Journal, key: &RegisterKey) -
 }
 
 /// Durable step 3: every plan step not yet done, in order, each recorded when it is.
+///
+/// DELETE and REWRITE steps that follow one another run at once ([`on_all_cores`]): their
+/// values were resolved before the first delete, so none reads what another changes, and each
+/// commits to its own table (a second step on a table already in the group starts the next
+/// group). A RECOMPUTE reads what the steps before it changed, so it waits for them and runs
+/// alone. The group's steps are recorded in plan order, each saved before the next, and every
+/// step that landed is recorded before a failure is returned; a step that landed but was not
+/// recorded (a crash) matches nothing when resumed and commits nothing.
 async fn run_steps(
     ws: &Workspace,
     journal: &mut Journal,
     tag: &str,
     progress: &dyn Fn(&str),
 ) -> Result<()> {
-    for i in 0..journal.steps.len() {
-        if journal.steps[i].done || journal.steps[i].is_held() {
+    let pending = |s: &JournalStep| !s.done && !s.is_held();
+    let mut i = 0;
+    while i < journal.steps.len() {
+        if !pending(&journal.steps[i]) {
+            i += 1;
             continue;
         }
-        let step = journal.steps[i].clone();
-        progress(&format!("{} {}", step.action, step.table));
-        let started = Utc::now().to_rfc3339();
-        let (snapshot_id, rows, how) = run_step(ws, &step, tag).await?;
-        if let Some(h) = &how {
-            progress(&format!("{} {}: {h}", step.action, step.table));
+        if journal.steps[i].action == Action::Recompute {
+            let step = journal.steps[i].clone();
+            progress(&format!("{} {}", step.action, step.table));
+            let landed = run_recompute(ws, &step, tag).await?;
+            record_step(ws, journal, i, landed, progress)?;
+            i += 1;
+            continue;
         }
-        let s = &mut journal.steps[i];
-        s.recompute = how;
-        s.started_at = Some(started);
-        s.finished_at = Some(Utc::now().to_rfc3339());
-        s.snapshot_id = snapshot_id;
-        if let Some(rows) = rows {
-            s.rows = rows;
+        let mut group = vec![i];
+        let mut end = i + 1;
+        while end < journal.steps.len() {
+            let s = &journal.steps[end];
+            if pending(s) {
+                if s.action == Action::Recompute
+                    || group.iter().any(|&g| journal.steps[g].table == s.table)
+                {
+                    break;
+                }
+                group.push(end);
+            }
+            end += 1;
         }
-        s.done = true;
-        save_journal(ws, journal)?;
-        durable_step(&format!("step {}", step.table));
+        let mut work = Vec::new();
+        for &g in &group {
+            let step = &journal.steps[g];
+            progress(&format!("{} {}", step.action, step.table));
+            work.push(step_work(ws, step, tag)?);
+        }
+        let mut failed = None;
+        for (g, done) in group.into_iter().zip(on_all_cores(work).await) {
+            match done {
+                Ok(landed) => record_step(ws, journal, g, landed, progress)?,
+                Err(e) => {
+                    failed.get_or_insert(e);
+                }
+            }
+        }
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        i = end;
     }
     Ok(())
 }
 
-/// Carries out one step: DELETE as a row delete, REWRITE nulling the exception's columns,
-/// RECOMPUTE by bringing the pipeline's target up to date ([`recompute`]: not rerun when
-/// nothing it reads changed, incrementally where provably the same, else a full run).
-/// Returns the snapshot committed, the rows matched (None where the step matches no rows by
-/// itself) and, for a RECOMPUTE, how it ran.
-async fn run_step(
+/// Records step `i` as done with what it committed, and saves the journal.
+fn record_step(
+    ws: &Workspace,
+    journal: &mut Journal,
+    i: usize,
+    landed: Landed,
+    progress: &dyn Fn(&str),
+) -> Result<()> {
+    let s = &mut journal.steps[i];
+    if let Some(h) = &landed.how {
+        progress(&format!("{} {}: {h}", s.action, s.table));
+    }
+    let table = s.table.clone();
+    s.recompute = landed.how;
+    s.started_at = Some(landed.started_at);
+    s.finished_at = Some(landed.finished_at);
+    s.snapshot_id = landed.snapshot_id;
+    if let Some(rows) = landed.rows {
+        s.rows = rows;
+    }
+    s.done = true;
+    save_journal(ws, journal)?;
+    durable_step(&format!("step {table}"));
+    Ok(())
+}
+
+/// What a carried-out step committed.
+struct Landed {
+    /// The snapshot committed, if any.
+    snapshot_id: Option<i64>,
+    /// The rows matched (None where the step matches no rows by itself).
+    rows: Option<u64>,
+    /// RECOMPUTE: how it ran.
+    how: Option<Recompute>,
+    /// When it started (RFC 3339): a step run beside others may wait for a core first.
+    started_at: String,
+    /// When its commit landed (RFC 3339).
+    finished_at: String,
+}
+
+/// A DELETE or REWRITE step as work that owns what it needs: DELETE as a row delete, REWRITE
+/// nulling the exception's columns, on a warehouse whose commits sync apart from the other
+/// tasks' ([`Warehouse::for_concurrent_work`]).
+///
+/// [`Warehouse::for_concurrent_work`]: lethe_iceberg::table::Warehouse::for_concurrent_work
+fn step_work(
     ws: &Workspace,
     step: &JournalStep,
     tag: &str,
-) -> Result<(Option<i64>, Option<u64>, Option<Recompute>)> {
+) -> Result<BoxFuture<'static, Result<Landed>>> {
     let name = TableName::parse(&step.table)?;
     let column = || {
         step.column
             .clone()
             .ok_or_else(|| Error::Internal(format!("{} without a column", step.action)))
     };
-    match step.action {
-        Action::Delete => {
-            let spec = RowRewrite::delete(Predicate::is_in(column()?, step.values.clone()))
-                .with_summary("erasure-request", tag.to_string())
-                .with_engine(ws.engines.rewrite.clone());
-            let r = rewrite_rows(&ws.warehouse, &name, &spec).await?;
-            Ok((r.snapshot_id, Some(r.rows_matched), None))
-        }
+    let spec = match step.action {
+        Action::Delete => Some(RowRewrite::delete(Predicate::is_in(
+            column()?,
+            step.values.clone(),
+        ))),
+        Action::Rewrite if !step.erase_columns.is_empty() => Some(RowRewrite::set_null(
+            Predicate::is_in(column()?, step.values.clone()),
+            step.erase_columns.clone(),
+        )),
         Action::Rewrite => {
-            let col = column()?;
-            if step.erase_columns.is_empty() {
-                return Ok((None, None, None));
-            }
-            let spec = RowRewrite::set_null(
-                Predicate::is_in(col, step.values.clone()),
-                step.erase_columns.clone(),
-            )
-            .with_summary("erasure-request", tag.to_string())
-            .with_engine(ws.engines.rewrite.clone());
-            let r = rewrite_rows(&ws.warehouse, &name, &spec).await?;
-            Ok((r.snapshot_id, Some(r.rows_matched), None))
+            column()?;
+            None
         }
-        Action::Recompute => {
-            let pname = step
-                .pipeline
-                .clone()
-                .ok_or_else(|| Error::Internal("RECOMPUTE without a pipeline".into()))?;
-            let p = Pipeline::find(&ws.config.paths.pipelines, &pname)?;
-            let mut extra = BTreeMap::new();
-            extra.insert("erasure-request".to_string(), tag.to_string());
-            // A pipeline none of whose inputs changed (the subject had no rows in them, or
-            // a resumed erasure reran it already) is not run again; one whose changed rows
-            // bound the target rows they alter rebuilds those only.
-            let done = recompute(ws, &p, extra).await?;
-            Ok((done.run.and_then(|r| r.snapshot_id), None, Some(done.how)))
-        }
-        Action::NoAction | Action::Unresolved => Ok((None, None, None)),
-    }
+        Action::Recompute | Action::NoAction | Action::Unresolved => None,
+    };
+    let Some(spec) = spec else {
+        return Ok(Box::pin(async {
+            let now = Utc::now().to_rfc3339();
+            Ok(Landed {
+                snapshot_id: None,
+                rows: None,
+                how: None,
+                started_at: now.clone(),
+                finished_at: now,
+            })
+        }));
+    };
+    let spec = spec
+        .with_summary("erasure-request", tag.to_string())
+        .with_engine(ws.engines.rewrite.clone());
+    let wh = ws.warehouse.for_concurrent_work();
+    Ok(Box::pin(async move {
+        let started_at = Utc::now().to_rfc3339();
+        let r = rewrite_rows(&wh, &name, &spec).await?;
+        Ok(Landed {
+            snapshot_id: r.snapshot_id,
+            rows: Some(r.rows_matched),
+            how: None,
+            started_at,
+            finished_at: Utc::now().to_rfc3339(),
+        })
+    }))
+}
+
+/// A RECOMPUTE step: the pipeline's target brought up to date ([`recompute`]: not rerun when
+/// nothing it reads changed, incrementally where provably the same, else a full run).
+async fn run_recompute(ws: &Workspace, step: &JournalStep, tag: &str) -> Result<Landed> {
+    let started_at = Utc::now().to_rfc3339();
+    let pname = step
+        .pipeline
+        .clone()
+        .ok_or_else(|| Error::Internal("RECOMPUTE without a pipeline".into()))?;
+    let p = Pipeline::find(&ws.config.paths.pipelines, &pname)?;
+    let mut extra = BTreeMap::new();
+    extra.insert("erasure-request".to_string(), tag.to_string());
+    // A pipeline none of whose inputs changed (the subject had no rows in them, or a resumed
+    // erasure reran it already) is not run again; one whose changed rows bound the target
+    // rows they alter rebuilds those only.
+    let done = recompute(ws, &p, extra).await?;
+    Ok(Landed {
+        snapshot_id: done.run.and_then(|r| r.snapshot_id),
+        rows: None,
+        how: Some(done.how),
+        started_at,
+        finished_at: Utc::now().to_rfc3339(),
+    })
 }
 
 /// Finished: nothing will be resumed, so the journal keeps counts and ids of snapshots, not
@@ -593,6 +697,32 @@ fn end_restrictions(
         }
     }
     Ok(())
+}
+
+/// Runs `work` as tasks of their own, as many at once as the machine has cores (the
+/// copy-on-write rewrites and cleanups of different tables are CPU work that one task would
+/// do on one core), and returns every result in `work`'s order — each piece runs to its end
+/// even when another fails, so the caller can record what did land. A panic in a piece is
+/// resumed here.
+pub(crate) async fn on_all_cores<T: Send + 'static>(
+    work: Vec<BoxFuture<'static, Result<T>>>,
+) -> Vec<Result<T>> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // Unordered: a long piece must not keep the next from starting once a shorter one is done.
+    let mut done: Vec<(usize, Result<T>)> = futures::stream::iter(work.into_iter().enumerate())
+        .map(|(k, piece)| async move {
+            let r = match tokio::spawn(piece).await {
+                Ok(r) => r,
+                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                Err(e) => Err(Error::Internal(format!("a task of the erasure ended: {e}"))),
+            };
+            (k, r)
+        })
+        .buffer_unordered(cores)
+        .collect()
+        .await;
+    done.sort_by_key(|(k, _)| *k);
+    done.into_iter().map(|(_, r)| r).collect()
 }
 
 /// The failpoint after every durable step (tests stop the erasure there).

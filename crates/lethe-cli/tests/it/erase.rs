@@ -307,24 +307,9 @@ async fn default_statistics_the_largest_email_leaves_no_manifest_either() {
 async fn a_crash_after_any_durable_step_resumes_to_the_same_end_state() {
     let crashed = Demo::with_seed(42).await;
     let clean = Demo::with_seed(42).await;
-    let args = [
-        "erase",
-        "--subject",
-        "learner=3590",
-        "--request",
-        "erasure-0001",
-        "--min-age",
-        "0",
-    ];
     let mut crashes = 0;
     loop {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_lethe"))
-            .args(args)
-            .current_dir(&crashed.dir)
-            .env("FAILPOINTS", "erase-durable-step=panic")
-            .env("RUST_BACKTRACE", "0")
-            .output()
-            .unwrap();
+        let out = erase_in_child(&crashed.dir, "erasure-0001", "erase-durable-step=panic");
         if out.status.success() {
             break;
         }
@@ -342,14 +327,38 @@ async fn a_crash_after_any_durable_step_resumes_to_the_same_end_state() {
         crashes >= 12,
         "planned, registered, 10 steps and the cleanup phases each stop once ({crashes})"
     );
-    erase(
-        &clean.ws,
-        &[request(3590, "erasure-0001")],
-        &erase_opts(),
-        &|_| {},
-    )
-    .await
-    .unwrap();
+    assert_same_end_state(&crashed, &clean, "erasure-0001").await;
+    let entries = lethe::erasure::register::Register::in_state(&crashed.ws.config.paths.state)
+        .entries()
+        .unwrap();
+    assert_eq!(entries.len(), 1, "one register entry");
+}
+
+/// `lethe erase` of learner 3590 as `request` in a child process, with `failpoints` set.
+fn erase_in_child(dir: &Path, request: &str, failpoints: &str) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_lethe"))
+        .args([
+            "erase",
+            "--subject",
+            "learner=3590",
+            "--request",
+            request,
+            "--min-age",
+            "0",
+        ])
+        .current_dir(dir)
+        .env("FAILPOINTS", failpoints)
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .unwrap()
+}
+
+/// Erases learner 3590 as request `id` on `clean`, uninterrupted, and asserts that `crashed`
+/// (stopped and resumed) has the same tables with the same rows and no unreferenced file.
+async fn assert_same_end_state(crashed: &Demo, clean: &Demo, id: &str) {
+    erase(&clean.ws, &[request(3590, id)], &erase_opts(), &|_| {})
+        .await
+        .unwrap();
     let (a, b) = (contents(&crashed.ws).await, contents(&clean.ws).await);
     assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>());
     let differ: Vec<&String> = a.keys().filter(|t| a[*t] != b[*t]).collect();
@@ -357,10 +366,6 @@ async fn a_crash_after_any_durable_step_resumes_to_the_same_end_state() {
         differ.is_empty(),
         "same rows in every table; these differ: {differ:?}"
     );
-    let entries = lethe::erasure::register::Register::in_state(&crashed.ws.config.paths.state)
-        .entries()
-        .unwrap();
-    assert_eq!(entries.len(), 1, "one register entry");
     assert_eq!(unreferenced(&crashed.ws).await, 0, "no unreferenced files");
 }
 
@@ -371,25 +376,11 @@ async fn a_crash_after_any_durable_step_resumes_to_the_same_end_state() {
 async fn a_crash_inside_steps_run_together_resumes_to_the_same_end_state() {
     let crashed = Demo::with_seed(42).await;
     let clean = Demo::with_seed(42).await;
-    let args = [
-        "erase",
-        "--subject",
-        "learner=3590",
-        "--request",
+    let out = erase_in_child(
+        &crashed.dir,
         "erasure-0002",
-        "--min-age",
-        "0",
-    ];
-    let run = |failpoints: &str| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_lethe"))
-            .args(args)
-            .current_dir(&crashed.dir)
-            .env("FAILPOINTS", failpoints)
-            .env("RUST_BACKTRACE", "0")
-            .output()
-            .unwrap()
-    };
-    let out = run("row-rewrite-planned/learning.events=panic");
+        "row-rewrite-planned/learning.events=panic",
+    );
     assert_eq!(
         out.status.code(),
         Some(101),
@@ -402,32 +393,18 @@ async fn a_crash_inside_steps_run_together_resumes_to_the_same_end_state() {
     let step = |t: &str| journal.steps.iter().find(|s| s.table == t).unwrap();
     assert!(!step("learning.events").done, "the dead step is not done");
     assert!(journal.finished_at.is_none());
-    let out = run("");
+    let out = erase_in_child(&crashed.dir, "erasure-0002", "");
     assert!(
         out.status.success(),
         "the erasure resumes: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    erase(
-        &clean.ws,
-        &[request(3590, "erasure-0002")],
-        &erase_opts(),
-        &|_| {},
-    )
-    .await
-    .unwrap();
-    let (a, b) = (contents(&crashed.ws).await, contents(&clean.ws).await);
-    let differ: Vec<&String> = a.keys().filter(|t| a.get(*t) != b.get(*t)).collect();
-    assert!(
-        differ.is_empty(),
-        "same rows in every table; these differ: {differ:?}"
-    );
+    assert_same_end_state(&crashed, &clean, "erasure-0002").await;
     let journal = lethe::erasure::erase::load_journal(&crashed.ws, "erasure-0002")
         .unwrap()
         .unwrap();
     assert!(journal.steps.iter().all(|s| s.done), "every step done");
     assert!(journal.finished_at.is_some());
-    assert_eq!(unreferenced(&crashed.ws).await, 0, "no unreferenced files");
 }
 
 /// Randomized histories: the sweep never removes a referenced file, never one younger than the

@@ -81,9 +81,10 @@ pub(super) async fn clean_up(
         if phase == "purge-versions" && !ws.config.storage.purge_versions {
             continue;
         }
-        let todo: Vec<&String> = tables
+        let todo: Vec<(usize, &String)> = tables
             .iter()
-            .filter(|t| {
+            .enumerate()
+            .filter(|(_, t)| {
                 !journal
                     .cleanup
                     .get(*t)
@@ -94,14 +95,13 @@ pub(super) async fn clean_up(
             continue;
         }
         let mut work = Vec::new();
-        for table in &todo {
-            let k = tables.iter().position(|t| t == *table).unwrap_or(0);
+        for (k, table) in &todo {
             progress(&format!("cleanup {phase} {}/{n} {table}", k + 1));
             work.push(phase_work(ws, table, phase, tag, min_age, &mut locations).await?);
         }
         // Every table's result is recorded before the first failure is returned.
         let mut failed = None;
-        for (table, done) in todo.into_iter().zip(on_all_cores(work).await) {
+        for ((_, table), done) in todo.into_iter().zip(on_all_cores(work).await) {
             match done {
                 Ok(counts) => {
                     let c = journal.cleanup.entry(table.clone()).or_default();

@@ -516,7 +516,14 @@ fn step_work(
             column()?;
             None
         }
-        Action::Recompute | Action::NoAction | Action::Unresolved => None,
+        // run_steps carries a RECOMPUTE out alone (run_recompute), never as a row step.
+        Action::Recompute => {
+            return Err(Error::Internal(format!(
+                "RECOMPUTE {} run as a row step",
+                step.table
+            )));
+        }
+        Action::NoAction | Action::Unresolved => None,
     };
     let Some(spec) = spec else {
         return Ok(Box::pin(async {

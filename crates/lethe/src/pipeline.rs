@@ -359,6 +359,21 @@ async fn session_over(
     Ok(ctx)
 }
 
+impl Pipeline {
+    /// The tables a run reads: those its query names. None when that can't be told (the query
+    /// names a table without its namespace, or doesn't parse) or when a restriction is in force
+    /// (the run then reads through views whose scope may reach other tables).
+    pub fn tables_read(
+        &self,
+        ws: &Workspace,
+    ) -> Result<Option<std::collections::BTreeSet<String>>> {
+        if !crate::requests::scope::Restrictions::active(&ws.config.paths.state)?.is_empty() {
+            return Ok(None);
+        }
+        Ok(tables_named(&SessionContext::new(), &self.sql))
+    }
+}
+
 /// Runs a pipeline: query, write, commit, record lineage.
 pub async fn run(ws: &Workspace, p: &Pipeline) -> Result<PipelineRun> {
     run_with(ws, p, BTreeMap::new()).await

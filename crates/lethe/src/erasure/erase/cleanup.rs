@@ -24,8 +24,9 @@ use lethe_iceberg::ops::sweep::{TableLocations, purge_versions, sweep_among};
 
 use futures::future::BoxFuture;
 
+use super::durable_step;
 use super::journal::{Journal, TableCleanup, save_journal};
-use super::{durable_step, on_all_cores};
+use super::schedule::{Touch, cores, run_ordered};
 use crate::erasure::plan::Action;
 use crate::error::Result;
 use crate::workspace::Workspace;
@@ -45,24 +46,42 @@ pub(super) fn pending_phases(ws: &Workspace, journal: &Journal) -> bool {
         })
 }
 
-fn changed_tables(journal: &Journal) -> Vec<String> {
+/// The tables a DELETE, REWRITE or RECOMPUTE step not held changes, each once, in the order of
+/// their first step.
+pub(super) fn changed_tables(journal: &Journal) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for s in &journal.steps {
+        let changes = matches!(
+            s.action,
+            Action::Delete | Action::Rewrite | Action::Recompute
+        ) && !s.is_held();
+        if changes && !out.contains(&s.table) {
+            out.push(s.table.clone());
+        }
+    }
+    out
+}
+
+/// Whether the journal records `phase` as done on `table`.
+pub(super) fn phase_done(journal: &Journal, table: &str, phase: &str) -> bool {
     journal
-        .steps
-        .iter()
-        .filter(|s| {
-            matches!(
-                s.action,
-                Action::Delete | Action::Rewrite | Action::Recompute
-            ) && !s.is_held()
-        })
-        .map(|s| s.table.clone())
-        .collect()
+        .cleanup
+        .get(table)
+        .is_some_and(|c| c.phases.contains(phase))
+}
+
+/// Records `phase` as done on `table` with its counts (added to the table's earlier phases').
+pub(super) fn record_phase(journal: &mut Journal, table: &str, phase: &str, counts: &TableCleanup) {
+    let c = journal.cleanup.entry(table.to_string()).or_default();
+    c.absorb(counts);
+    c.phases.insert(phase.to_string());
 }
 
 /// Cleans up every table a DELETE, REWRITE or RECOMPUTE step changed, resuming at the first
-/// phase the journal doesn't record as done. A phase runs on its tables concurrently
-/// ([`on_all_cores`]; each table's commit is its own, its files synced apart from the
-/// others'), the counts recorded in the tables' order.
+/// phase the journal doesn't record as done (an erasure's `run_steps` has usually done the
+/// history phase already, each table's as soon as nothing left to run reads it). A phase runs
+/// on its tables concurrently ([`run_ordered`]; each table's commit is its own, its files
+/// synced apart from the others'), each table's counts recorded as it lands.
 pub(super) async fn clean_up(
     ws: &Workspace,
     journal: &mut Journal,
@@ -84,62 +103,60 @@ pub(super) async fn clean_up(
         let todo: Vec<(usize, &String)> = tables
             .iter()
             .enumerate()
-            .filter(|(_, t)| {
-                !journal
-                    .cleanup
-                    .get(*t)
-                    .is_some_and(|c| c.phases.contains(phase))
-            })
+            .filter(|(_, t)| !phase_done(journal, t, phase))
             .collect();
         if todo.is_empty() {
             continue;
         }
-        let mut work = Vec::new();
-        for (k, table) in &todo {
-            progress(&format!("cleanup {phase} {}/{n} {table}", k + 1));
-            work.push(phase_work(ws, table, phase, tag, min_age, &mut locations).await?);
+        if phase == "sweep" && locations.is_none() {
+            locations = Some(Arc::new(TableLocations::load(&ws.warehouse).await?));
         }
         // Every table's result is recorded before the first failure is returned.
-        let mut failed = None;
-        for ((_, table), done) in todo.into_iter().zip(on_all_cores(work).await) {
-            match done {
-                Ok(counts) => {
-                    let c = journal.cleanup.entry(table.clone()).or_default();
-                    c.absorb(&counts);
-                    c.phases.insert(phase.to_string());
-                }
-                Err(e) => {
-                    failed.get_or_insert(e);
-                }
-            }
-        }
+        let touches: Vec<Touch> = todo.iter().map(|(_, t)| Touch::table(t)).collect();
+        let done = run_ordered(
+            &touches,
+            cores(),
+            |j| {
+                let (k, table) = todo[j];
+                progress(&format!("cleanup {phase} {}/{n} {table}", k + 1));
+                phase_work(ws, table, phase, tag, min_age, locations.clone())
+            },
+            |j, counts| {
+                record_phase(journal, todo[j].1, phase, &counts);
+                Ok(())
+            },
+        )
+        .await;
         save_journal(ws, journal)?;
-        if let Some(e) = failed {
-            return Err(e);
-        }
+        done?;
         durable_step(&format!("cleanup {phase}"));
     }
     Ok(())
 }
 
+/// The history phase on one table as work of its own ([`phase_work`]).
+pub(super) fn history_work(
+    ws: &Workspace,
+    table: &str,
+    tag: &str,
+) -> Result<BoxFuture<'static, Result<TableCleanup>>> {
+    phase_work(ws, table, "history", tag, Duration::zero(), None)
+}
+
 /// One cleanup phase on one table, as work that owns what it needs (to run beside the other
-/// tables' phases): it returns the phase's counts. The first sweep loads the warehouse's
-/// table locations into `locations`, shared by every later sweep of the same cleanup.
-async fn phase_work(
+/// tables' phases): it returns the phase's counts. A sweep needs the warehouse's table
+/// locations, loaded once for every table's sweep.
+fn phase_work(
     ws: &Workspace,
     table: &str,
     phase: &'static str,
     tag: &str,
     min_age: Duration,
-    locations: &mut Option<Arc<TableLocations>>,
+    tables: Option<Arc<TableLocations>>,
 ) -> Result<BoxFuture<'static, Result<TableCleanup>>> {
     let name = TableName::parse(table)?;
     let wh = ws.warehouse.for_concurrent_work();
     let clock = ws.clock.clone();
-    if phase == "sweep" && locations.is_none() {
-        *locations = Some(Arc::new(TableLocations::load(&ws.warehouse).await?));
-    }
-    let tables = locations.clone();
     let summary: BTreeMap<String, String> =
         [("erasure-request".to_string(), tag.to_string())].into();
     Ok(Box::pin(async move {
@@ -162,7 +179,9 @@ async fn phase_work(
                 c.versions_purged = purge_versions(&wh, &name).await?.versions_deleted;
             }
             _ => {
-                let tables = tables.expect("loaded above for a sweep");
+                let tables = tables.ok_or_else(|| {
+                    crate::error::Error::Internal("a sweep without the table locations".into())
+                })?;
                 let r = sweep_among(&wh, &name, min_age, false, clock.as_ref(), &tables).await?;
                 c.files_removed = r.removed;
                 c.files_too_young = r.too_young;
@@ -183,16 +202,25 @@ pub(crate) async fn clean_tables(
 ) -> Result<TableCleanup> {
     let mut c = TableCleanup::default();
     let n = tables.len();
+    let touches: Vec<Touch> = tables.iter().map(|t| Touch::table(t)).collect();
     let mut locations = None;
     for phase in PHASES {
-        let mut work = Vec::new();
-        for (k, table) in tables.iter().enumerate() {
-            progress(&format!("cleanup {phase} {}/{n} {table}", k + 1));
-            work.push(phase_work(ws, table, phase, tag, min_age, &mut locations).await?);
+        if phase == "sweep" {
+            locations = Some(Arc::new(TableLocations::load(&ws.warehouse).await?));
         }
-        for done in on_all_cores(work).await {
-            c.absorb(&done?);
-        }
+        run_ordered(
+            &touches,
+            cores(),
+            |k| {
+                progress(&format!("cleanup {phase} {}/{n} {}", k + 1, tables[k]));
+                phase_work(ws, &tables[k], phase, tag, min_age, locations.clone())
+            },
+            |_, counts| {
+                c.absorb(&counts);
+                Ok(())
+            },
+        )
+        .await?;
         c.phases.insert(phase.to_string());
     }
     Ok(c)

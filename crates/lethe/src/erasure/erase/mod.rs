@@ -18,6 +18,11 @@
 //!    every snapshot older than the erasure's commits and empties the metadata log; then the
 //!    sweep of unreferenced files older than the minimum age (`cleanup.rs`).
 //!
+//! Steps 3 and 4 overlap where the tables allow (`schedule.rs`): steps on different tables run
+//! at once, a RECOMPUTE starts when the steps on the tables it reads have landed, and a table's
+//! first cleanup commit runs as soon as no step left to run reads or writes it (an incremental
+//! RECOMPUTE compares against the snapshots it expires); the sweep waits for all of them.
+//!
 //! Rerunning a request after a failure at any point resumes from the journal: values resolved
 //! before the first delete are reused (resolving them again after the deletes would find
 //! nothing), deletes that already landed match nothing and commit nothing, the register is not
@@ -44,9 +49,10 @@
 //! records.
 //!
 //! The durable steps are named functions here: [`prepare`] and the preflight
-//! (`prepare.rs`), `register_requests`, the stores before the warehouse, `run_steps`, the
-//! cleanup (`cleanup.rs`), the stores after it and their verification (`stores.rs`), and
-//! `finish`; the journal and its files are in `journal.rs`.
+//! (`prepare.rs`), `register_requests`, the stores before the warehouse, `run_steps` (with
+//! each table's first cleanup commit), the cleanup (`cleanup.rs`), the stores after it and
+//! their verification (`stores.rs`), and `finish`; the journal and its files are in
+//! `journal.rs`.
 //!
 //! A batch (`--subjects-file`) plans once for all its subjects (with the earliest lineage
 //! window), rewrites each table once and cleans up once, with a register entry and counts per
@@ -55,13 +61,13 @@
 pub(crate) mod cleanup;
 mod journal;
 mod prepare;
+mod schedule;
 pub mod stores;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use chrono::{Duration, Utc};
-use futures::StreamExt;
 use futures::future::BoxFuture;
 use lethe_iceberg::catalog::TableName;
 use lethe_iceberg::ops::rewrite::{RowRewrite, rewrite_rows};
@@ -83,6 +89,7 @@ use crate::pipeline::{Pipeline, Recompute, recompute};
 use crate::workspace::Workspace;
 use journal::save_journal;
 use prepare::{Planned, plan_erasure};
+use schedule::Touch;
 
 /// Options of an erasure.
 #[derive(Debug, Clone)]
@@ -380,71 +387,98 @@ fn register_requests(ws: &Workspace, journal: &mut Journal, key: &RegisterKey) -
     Ok(())
 }
 
-/// Durable step 3: every plan step not yet done, in order, each recorded when it is.
+/// Durable step 3 and the first phase of step 4: every plan step not yet done, and the
+/// history phase of the cleanup of every table the erasure changes, each recorded when it
+/// lands.
 ///
-/// DELETE and REWRITE steps that follow one another run at once ([`on_all_cores`]): their
-/// values were resolved before the first delete, so none reads what another changes, and each
-/// commits to its own table (a second step on a table already in the group starts the next
-/// group). A RECOMPUTE reads what the steps before it changed, so it waits for them and runs
-/// alone. The group's steps are recorded in plan order, each saved before the next, and every
-/// step that landed is recorded before a failure is returned; a step that landed but was not
-/// recorded (a crash) matches nothing when resumed and commits nothing.
+/// The pieces run as their tables allow ([`schedule::run_ordered`], as many at once as the
+/// machine has cores): a DELETE or REWRITE reads and writes its table (its values were
+/// resolved before the first delete, so it reads nothing another step changes); a RECOMPUTE
+/// reads its pipeline's inputs and writes its target (any table, when the inputs can't be
+/// told: it then waits for every step before it and holds back every write after it); a
+/// table's history phase — it expires the snapshots an incremental RECOMPUTE compares
+/// against — waits for every step that reads or writes the table. So a RECOMPUTE starts when
+/// the steps on its inputs have landed, beside the steps on other tables, and a table nothing
+/// later reads is cleaned up while the others' steps still run. A step that landed but was not
+/// recorded (a crash) matches nothing when resumed and commits nothing; a history phase run
+/// again commits only what is still to do.
 async fn run_steps(
     ws: &Workspace,
     journal: &mut Journal,
     tag: &str,
     progress: &dyn Fn(&str),
 ) -> Result<()> {
-    let pending = |s: &JournalStep| !s.done && !s.is_held();
-    let mut i = 0;
-    while i < journal.steps.len() {
-        if !pending(&journal.steps[i]) {
-            i += 1;
-            continue;
-        }
-        if journal.steps[i].action == Action::Recompute {
-            let step = journal.steps[i].clone();
-            progress(&format!("{} {}", step.action, step.table));
-            let landed = run_recompute(ws, &step, tag).await?;
-            record_step(ws, journal, i, landed, progress)?;
-            i += 1;
-            continue;
-        }
-        let mut group = vec![i];
-        let mut end = i + 1;
-        while end < journal.steps.len() {
-            let s = &journal.steps[end];
-            if pending(s) {
-                if s.action == Action::Recompute
-                    || group.iter().any(|&g| journal.steps[g].table == s.table)
-                {
-                    break;
-                }
-                group.push(end);
-            }
-            end += 1;
-        }
-        let mut work = Vec::new();
-        for &g in &group {
-            let step = &journal.steps[g];
-            progress(&format!("{} {}", step.action, step.table));
-            work.push(step_work(ws, step, tag)?);
-        }
-        let mut failed = None;
-        for (g, done) in group.into_iter().zip(on_all_cores(work).await) {
-            match done {
-                Ok(landed) => record_step(ws, journal, g, landed, progress)?,
-                Err(e) => {
-                    failed.get_or_insert(e);
-                }
-            }
-        }
-        if let Some(e) = failed {
-            return Err(e);
-        }
-        i = end;
+    enum Piece {
+        Step(usize),
+        History(String),
     }
-    Ok(())
+    enum Outcome {
+        Step(Landed),
+        History(TableCleanup),
+    }
+    let mut pieces = Vec::new();
+    let mut touches = Vec::new();
+    for (i, s) in journal.steps.iter().enumerate() {
+        if s.done || s.is_held() {
+            continue;
+        }
+        touches.push(match s.action {
+            Action::Recompute => {
+                let p = recompute_pipeline(ws, s)?;
+                Touch::reading(p.tables_read(ws)?, &s.table)
+            }
+            Action::Delete | Action::Rewrite => Touch::table(&s.table),
+            Action::NoAction | Action::Unresolved => Touch::nothing(),
+        });
+        pieces.push(Piece::Step(i));
+    }
+    let changed = cleanup::changed_tables(journal);
+    let n = changed.len();
+    for t in changed {
+        if !cleanup::phase_done(journal, &t, "history") {
+            touches.push(Touch::table(&t));
+            pieces.push(Piece::History(t));
+        }
+    }
+    let steps = journal.steps.clone();
+    let mut history_at = 0;
+    schedule::run_ordered(
+        &touches,
+        schedule::cores(),
+        |k| -> Result<BoxFuture<'static, Result<Outcome>>> {
+            Ok(match &pieces[k] {
+                Piece::Step(i) => {
+                    let step = &steps[*i];
+                    progress(&format!("{} {}", step.action, step.table));
+                    let work = if step.action == Action::Recompute {
+                        recompute_work(ws, step, tag)?
+                    } else {
+                        step_work(ws, step, tag)?
+                    };
+                    Box::pin(async move { Ok(Outcome::Step(work.await?)) })
+                }
+                Piece::History(t) => {
+                    history_at += 1;
+                    progress(&format!("cleanup history {history_at}/{n} {t}"));
+                    let work = cleanup::history_work(ws, t, tag)?;
+                    Box::pin(async move { Ok(Outcome::History(work.await?)) })
+                }
+            })
+        },
+        |k, done| match (&pieces[k], done) {
+            (Piece::Step(i), Outcome::Step(landed)) => {
+                record_step(ws, journal, *i, landed, progress)
+            }
+            (Piece::History(t), Outcome::History(counts)) => {
+                cleanup::record_phase(journal, t, "history", &counts);
+                save_journal(ws, journal)?;
+                durable_step(&format!("cleanup history {t}"));
+                Ok(())
+            }
+            _ => Err(Error::Internal("an erasure piece landed as another".into())),
+        },
+    )
+    .await
 }
 
 /// Records step `i` as done with what it committed, and saves the journal.
@@ -516,7 +550,7 @@ fn step_work(
             column()?;
             None
         }
-        // run_steps carries a RECOMPUTE out alone (run_recompute), never as a row step.
+        // run_steps carries a RECOMPUTE out as recompute_work, never as a row step.
         Action::Recompute => {
             return Err(Error::Internal(format!(
                 "RECOMPUTE {} run as a row step",
@@ -554,28 +588,42 @@ fn step_work(
     }))
 }
 
-/// A RECOMPUTE step: the pipeline's target brought up to date ([`recompute`]: not rerun when
-/// nothing it reads changed, incrementally where provably the same, else a full run).
-async fn run_recompute(ws: &Workspace, step: &JournalStep, tag: &str) -> Result<Landed> {
-    let started_at = Utc::now().to_rfc3339();
-    let pname = step
+/// The pipeline a RECOMPUTE step brings up to date.
+fn recompute_pipeline(ws: &Workspace, step: &JournalStep) -> Result<Pipeline> {
+    let name = step
         .pipeline
-        .clone()
+        .as_deref()
         .ok_or_else(|| Error::Internal("RECOMPUTE without a pipeline".into()))?;
-    let p = Pipeline::find(&ws.config.paths.pipelines, &pname)?;
+    Pipeline::find(&ws.config.paths.pipelines, name)
+}
+
+/// A RECOMPUTE step as work that owns what it needs: the pipeline's target brought up to date
+/// ([`recompute`]: not rerun when nothing it reads changed, incrementally where provably the
+/// same, else a full run), its commit synced apart from the other tasks'.
+fn recompute_work(
+    ws: &Workspace,
+    step: &JournalStep,
+    tag: &str,
+) -> Result<BoxFuture<'static, Result<Landed>>> {
+    let p = recompute_pipeline(ws, step)?;
     let mut extra = BTreeMap::new();
     extra.insert("erasure-request".to_string(), tag.to_string());
-    // A pipeline none of whose inputs changed (the subject had no rows in them, or a resumed
-    // erasure reran it already) is not run again; one whose changed rows bound the target
-    // rows they alter rebuilds those only.
-    let done = recompute(ws, &p, extra).await?;
-    Ok(Landed {
-        snapshot_id: done.run.and_then(|r| r.snapshot_id),
-        rows: None,
-        how: Some(done.how),
-        started_at,
-        finished_at: Utc::now().to_rfc3339(),
-    })
+    let mut ws = ws.clone();
+    ws.warehouse = ws.warehouse.for_concurrent_work();
+    Ok(Box::pin(async move {
+        let started_at = Utc::now().to_rfc3339();
+        // A pipeline none of whose inputs changed (the subject had no rows in them, or a
+        // resumed erasure reran it already) is not run again; one whose changed rows bound the
+        // target rows they alter rebuilds those only.
+        let done = recompute(&ws, &p, extra).await?;
+        Ok(Landed {
+            snapshot_id: done.run.and_then(|r| r.snapshot_id),
+            rows: None,
+            how: Some(done.how),
+            started_at,
+            finished_at: Utc::now().to_rfc3339(),
+        })
+    }))
 }
 
 /// Finished: nothing will be resumed, so the journal keeps counts and ids of snapshots, not
@@ -704,32 +752,6 @@ fn end_restrictions(
         }
     }
     Ok(())
-}
-
-/// Runs `work` as tasks of their own, as many at once as the machine has cores (the
-/// copy-on-write rewrites and cleanups of different tables are CPU work that one task would
-/// do on one core), and returns every result in `work`'s order — each piece runs to its end
-/// even when another fails, so the caller can record what did land. A panic in a piece is
-/// resumed here.
-pub(crate) async fn on_all_cores<T: Send + 'static>(
-    work: Vec<BoxFuture<'static, Result<T>>>,
-) -> Vec<Result<T>> {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    // Unordered: a long piece must not keep the next from starting once a shorter one is done.
-    let mut done: Vec<(usize, Result<T>)> = futures::stream::iter(work.into_iter().enumerate())
-        .map(|(k, piece)| async move {
-            let r = match tokio::spawn(piece).await {
-                Ok(r) => r,
-                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-                Err(e) => Err(Error::Internal(format!("a task of the erasure ended: {e}"))),
-            };
-            (k, r)
-        })
-        .buffer_unordered(cores)
-        .collect()
-        .await;
-    done.sort_by_key(|(k, _)| *k);
-    done.into_iter().map(|(_, r)| r).collect()
 }
 
 /// The failpoint after every durable step (tests stop the erasure there).

@@ -1,0 +1,293 @@
+//! The order an erasure's pieces of work may run in: each piece starts once every earlier piece
+//! it conflicts with has landed, as many at once as the machine has cores.
+//!
+//! Two pieces conflict when one writes a table the other reads or writes (a read-after-write,
+//! write-after-read or write-after-write hazard on that table); a piece that may read any
+//! table (a pipeline whose inputs can't be told) conflicts with every piece that writes one.
+//! Pieces are listed in the plan's order, and a piece only ever waits for earlier ones, so the
+//! earliest piece not yet started can always start once what runs now has landed.
+
+use std::collections::BTreeSet;
+
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use futures::stream::FuturesUnordered;
+
+use crate::error::{Error, Result};
+
+/// The tables a piece of work reads and the table it writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Touch {
+    /// The tables it reads (None: it may read any table).
+    reads: Option<BTreeSet<String>>,
+    /// The table it commits to, if any.
+    writes: Option<String>,
+}
+
+impl Touch {
+    /// A piece that reads and rewrites one table (a row step, a table's cleanup).
+    pub(super) fn table(table: &str) -> Touch {
+        Touch {
+            reads: Some([table.to_string()].into()),
+            writes: Some(table.to_string()),
+        }
+    }
+
+    /// A piece that reads `reads` (None: any table) and writes `target`.
+    pub(super) fn reading(reads: Option<BTreeSet<String>>, target: &str) -> Touch {
+        Touch {
+            reads: reads.map(|mut r| {
+                r.insert(target.to_string());
+                r
+            }),
+            writes: Some(target.to_string()),
+        }
+    }
+
+    /// A piece that touches no table (a step with nothing to carry out).
+    pub(super) fn nothing() -> Touch {
+        Touch {
+            reads: Some(BTreeSet::new()),
+            writes: None,
+        }
+    }
+
+    fn reads(&self, table: &str) -> bool {
+        self.reads.as_ref().is_none_or(|r| r.contains(table))
+    }
+
+    /// Whether `later` (listed after this piece) must wait for it.
+    fn orders(&self, later: &Touch) -> bool {
+        let writes_into = |a: &Touch, b: &Touch| {
+            a.writes
+                .as_deref()
+                .is_some_and(|w| b.reads(w) || b.writes.as_deref() == Some(w))
+        };
+        writes_into(self, later) || writes_into(later, self)
+    }
+}
+
+/// How many pieces run at once: the machine's cores (the copy-on-write rewrites and cleanups
+/// of different tables are CPU work that one task would do on one core).
+pub(super) fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// For each piece, the earlier pieces it waits for.
+pub(super) fn waits(touches: &[Touch]) -> Vec<Vec<usize>> {
+    (0..touches.len())
+        .map(|j| (0..j).filter(|&i| touches[i].orders(&touches[j])).collect())
+        .collect()
+}
+
+/// Runs the pieces `touches` lists, each as a task of its own started by `start` once every
+/// piece it waits for ([`waits`]) has landed and been recorded, at most `cores` at once, the
+/// earliest ready piece first; `record` is called here, one piece at a time, as each lands.
+///
+/// After a piece fails (or `record` does) nothing more starts; the pieces running then run to
+/// their end and those that land are recorded; the first error is returned. A panic in a piece
+/// is resumed here.
+pub(super) async fn run_ordered<T: Send + 'static>(
+    touches: &[Touch],
+    cores: usize,
+    mut start: impl FnMut(usize) -> Result<BoxFuture<'static, Result<T>>>,
+    mut record: impl FnMut(usize, T) -> Result<()>,
+) -> Result<()> {
+    let waits = waits(touches);
+    let mut landed = vec![false; touches.len()];
+    let mut started = vec![false; touches.len()];
+    let mut running = FuturesUnordered::new();
+    let mut failed: Option<Error> = None;
+    loop {
+        if failed.is_none() {
+            for j in 0..touches.len() {
+                if running.len() >= cores.max(1) {
+                    break;
+                }
+                if started[j] || !waits[j].iter().all(|&i| landed[i]) {
+                    continue;
+                }
+                match start(j) {
+                    Ok(piece) => {
+                        started[j] = true;
+                        let task = tokio::spawn(piece);
+                        running.push(async move { (j, task.await) });
+                    }
+                    Err(e) => {
+                        failed = Some(e);
+                        break;
+                    }
+                }
+            }
+        }
+        let Some((j, done)) = running.next().await else {
+            break;
+        };
+        let done = match done {
+            Ok(r) => r,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(e) => Err(Error::Internal(format!("a task of the erasure ended: {e}"))),
+        };
+        match done.and_then(|t| record(j, t)) {
+            Ok(()) => landed[j] = true,
+            Err(e) => {
+                failed.get_or_insert(e);
+            }
+        }
+    }
+    match failed {
+        Some(e) => Err(e),
+        None if landed.iter().all(|&l| l) => Ok(()),
+        None => Err(Error::Internal("an erasure piece never started".into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    fn reads(tables: &[&str], target: &str) -> Touch {
+        Touch::reading(Some(tables.iter().map(|t| t.to_string()).collect()), target)
+    }
+
+    #[test]
+    fn a_piece_waits_only_for_the_earlier_pieces_that_touch_what_it_touches() {
+        // DELETE a, DELETE b, RECOMPUTE c from a, DELETE a again, then each table's cleanup.
+        let touches = [
+            Touch::table("a"),
+            Touch::table("b"),
+            reads(&["a"], "c"),
+            Touch::table("a"),
+            Touch::nothing(),
+            Touch::table("a"),
+            Touch::table("b"),
+            Touch::table("c"),
+        ];
+        assert_eq!(
+            waits(&touches),
+            vec![
+                vec![],
+                vec![],
+                vec![0],       // reads what the first DELETE wrote
+                vec![0, 2],    // writes what the RECOMPUTE read, after the first DELETE
+                vec![],        // touches nothing
+                vec![0, 2, 3], // a's cleanup: after everything that read or wrote a
+                vec![1],       // b's: after b's DELETE only, beside the RECOMPUTE
+                vec![2],       // c's: after the RECOMPUTE wrote it
+            ]
+        );
+    }
+
+    #[test]
+    fn a_piece_that_may_read_anything_waits_for_every_write_and_holds_back_every_later_one() {
+        let touches = [
+            Touch::table("a"),
+            Touch::nothing(),
+            Touch::reading(None, "c"),
+            Touch::table("b"),
+            Touch::nothing(),
+        ];
+        assert_eq!(
+            waits(&touches),
+            vec![vec![], vec![], vec![0], vec![2], vec![]]
+        );
+    }
+
+    /// Pieces that sleep and log when they start and end.
+    async fn logged_run(
+        touches: &[Touch],
+        cores: usize,
+        fail: Option<usize>,
+    ) -> (Result<()>, Vec<String>, Vec<usize>) {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let mut recorded = Vec::new();
+        let l = log.clone();
+        let r = run_ordered(
+            touches,
+            cores,
+            move |j| {
+                let log = l.clone();
+                Ok(Box::pin(async move {
+                    log.lock().unwrap().push(format!("start {j}"));
+                    tokio::time::sleep(Duration::from_millis(if j == 0 { 60 } else { 10 })).await;
+                    log.lock().unwrap().push(format!("end {j}"));
+                    if fail == Some(j) {
+                        return Err(Error::invalid(format!("piece {j} failed")));
+                    }
+                    Ok(j)
+                }) as BoxFuture<'static, Result<usize>>)
+            },
+            |j, t| {
+                assert_eq!(j, t);
+                recorded.push(j);
+                Ok(())
+            },
+        )
+        .await;
+        let log = log.lock().unwrap().clone();
+        (r, log, recorded)
+    }
+
+    fn at(log: &[String], what: &str) -> usize {
+        log.iter()
+            .position(|l| l == what)
+            .unwrap_or_else(|| panic!("{what} not in {log:?}"))
+    }
+
+    #[tokio::test]
+    async fn independent_pieces_run_beside_a_long_one_and_waiting_ones_start_after_it() {
+        // 0 (long) writes a; 1 writes b; 2 reads b; 3 reads a.
+        let touches = [
+            Touch::table("a"),
+            Touch::table("b"),
+            reads(&["b"], "c"),
+            reads(&["a"], "d"),
+        ];
+        let (r, log, recorded) = logged_run(&touches, 2, None).await;
+        r.unwrap();
+        assert!(at(&log, "start 2") < at(&log, "end 0"), "{log:?}");
+        assert!(at(&log, "start 2") > at(&log, "end 1"), "{log:?}");
+        assert!(at(&log, "start 3") > at(&log, "end 0"), "{log:?}");
+        recorded.iter().for_each(|j| assert!(*j < 4));
+        assert_eq!(recorded.len(), 4);
+        assert_eq!(recorded.first(), Some(&1), "recorded as they land");
+    }
+
+    #[tokio::test]
+    async fn no_more_than_cores_run_at_once() {
+        let touches: Vec<Touch> = ["a", "b", "c", "d"]
+            .iter()
+            .map(|t| Touch::table(t))
+            .collect();
+        let (r, log, _) = logged_run(&touches, 1, None).await;
+        r.unwrap();
+        for w in log.chunks(2) {
+            assert_eq!(w[0].replace("start", "end"), w[1], "one at a time: {log:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn after_a_failure_nothing_starts_and_what_ran_beside_it_is_recorded() {
+        // 1 fails while 0 (long) runs; 2 waits for 1, 3 would be free but must not start.
+        let touches = [
+            Touch::table("a"),
+            Touch::table("b"),
+            reads(&["b"], "c"),
+            Touch::table("d"),
+        ];
+        let (r, log, recorded) = logged_run(&touches, 2, Some(1)).await;
+        let e = r.unwrap_err().to_string();
+        assert!(e.contains("piece 1 failed"), "{e}");
+        assert_eq!(
+            recorded,
+            vec![0],
+            "the piece beside it landed and was recorded"
+        );
+        assert!(
+            !log.iter().any(|l| l == "start 2" || l == "start 3"),
+            "{log:?}"
+        );
+    }
+}

@@ -40,6 +40,10 @@ fn text_of(v: &Value) -> String {
     }
 }
 
+/// A selection of a table's rows: the table, the column, and the values' keys (sorted, each
+/// once).
+type Selection = (String, String, Vec<String>);
+
 /// The rows preparing an erasure reads, each selection read once: every table is loaded once
 /// and every `column IN values` selection of a table read once, however many of the
 /// resolution's parts ask for it (the root table is read for its identifying values and for
@@ -49,7 +53,7 @@ fn text_of(v: &Value) -> String {
 #[derive(Default)]
 struct Reads {
     tables: HashMap<String, Arc<LoadedTable>>,
-    rows: HashMap<(String, String, Vec<String>), Arc<Vec<RecordBatch>>>,
+    rows: HashMap<Selection, Arc<Vec<RecordBatch>>>,
     /// Selections read from storage, per table.
     counts: BTreeMap<String, usize>,
 }
@@ -65,6 +69,61 @@ impl Reads {
         Ok(t)
     }
 
+    /// The key of the selection `column IN values` of `table`.
+    fn key(table: &str, column: &str, values: &[Value]) -> Selection {
+        let mut set: Vec<String> = values.iter().map(key_of).collect();
+        set.sort();
+        set.dedup();
+        (table.to_string(), column.to_string(), set)
+    }
+
+    /// Reads every selection (`table`, `column`, `values`) of `wants` not read yet, each as a
+    /// task of its own, as many at once as the machine has cores: they are reads of the
+    /// current snapshots, independent of one another, and decoding a table's matching files
+    /// is CPU work one task would do on one core. [`Reads::select`] then finds them read.
+    async fn prefetch(
+        &mut self,
+        wh: &Warehouse,
+        wants: &[(String, String, Vec<Value>)],
+    ) -> Result<()> {
+        use futures::{StreamExt, TryStreamExt};
+        let mut todo: Vec<((String, String, Vec<String>), Arc<LoadedTable>, Predicate)> =
+            Vec::new();
+        for (table, column, values) in wants {
+            let key = Self::key(table, column, values);
+            if values.is_empty()
+                || self.rows.contains_key(&key)
+                || todo.iter().any(|(k, ..)| *k == key)
+            {
+                continue;
+            }
+            let t = self.table(wh, table).await?;
+            todo.push((key, t, Predicate::is_in(column.clone(), values.clone())));
+        }
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let read: Vec<_> = futures::stream::iter(todo)
+            .map(|(key, t, predicate)| {
+                let wh = wh.clone();
+                async move {
+                    let rows = tokio::spawn(async move { select_rows(&wh, &t, &predicate).await })
+                        .await
+                        .map_err(|e| match e.try_into_panic() {
+                            Ok(p) => std::panic::resume_unwind(p),
+                            Err(e) => Error::Internal(format!("a read of the erasure ended: {e}")),
+                        })??;
+                    Ok::<_, Error>((key, rows))
+                }
+            })
+            .buffer_unordered(cores)
+            .try_collect()
+            .await?;
+        for (key, rows) in read {
+            *self.counts.entry(key.0.clone()).or_default() += 1;
+            self.rows.insert(key, Arc::new(rows));
+        }
+        Ok(())
+    }
+
     /// The live rows of `table` with `column IN values` (read once per distinct set).
     async fn select(
         &mut self,
@@ -74,10 +133,7 @@ impl Reads {
         values: &[Value],
     ) -> Result<(Arc<LoadedTable>, Arc<Vec<RecordBatch>>)> {
         let t = self.table(wh, table).await?;
-        let mut set: Vec<String> = values.iter().map(key_of).collect();
-        set.sort();
-        set.dedup();
-        let key = (table.to_string(), column.to_string(), set);
+        let key = Self::key(table, column, values);
         if let Some(rows) = self.rows.get(&key) {
             return Ok((t, rows.clone()));
         }
@@ -113,6 +169,16 @@ async fn resolve_attributed(
             .or_insert_with(|| (id.clone(), BTreeSet::new()))
             .1
             .insert(i);
+    }
+    let root_values: Vec<Value> = root.values().map(|(v, _)| v.clone()).collect();
+    let mapped: Vec<_> = subject
+        .mapped
+        .iter()
+        .map(|m| (m.via.clone(), root_column.clone(), root_values.clone()))
+        .collect();
+    // Each follow reads the root label's values, unless a mapped column adds to it.
+    if subject.mapped.iter().all(|m| m.column != root_column) {
+        reads.prefetch(wh, &mapped).await?;
     }
     for m in &subject.mapped {
         follow(
@@ -301,6 +367,15 @@ pub async fn prepare(
         &flat,
         &subject.mapped.iter().map(|m| m.column.clone()).collect(),
     );
+    // The root rows and every step's rows, read at once before they are looked at.
+    let (root_table, root_column) = subject.root()?;
+    let mut wants = vec![(root_table, root_column, ids.clone())];
+    for s in &p.steps {
+        if let (Some(col), Some(_)) = (&s.column, &s.label) {
+            wants.push((s.table.clone(), col.clone(), step_values(s, &flat)));
+        }
+    }
+    reads.prefetch(&ws.warehouse, &wants).await?;
     let mut cases = new_cases(&p, requests, key);
     trace_ids(&p, &attributed, &mut cases);
     trace_root_values(ws, &mut reads, &subject, &ids, &mut cases).await?;
@@ -333,6 +408,10 @@ async fn plan_requests(
 ) -> Result<(Plan, Vec<Value>)> {
     let wh = &ws.warehouse;
     let inv = Inventory::load(wh).await?;
+    // The tables as the inventory loaded them: nothing has changed since.
+    reads
+        .tables
+        .extend(inv.loaded.iter().map(|(n, t)| (n.clone(), t.clone())));
     let mut ids = Vec::with_capacity(requests.len());
     for r in requests {
         ids.push(plan::parse_id(
@@ -446,6 +525,15 @@ async fn trace_root_values(
     Ok(())
 }
 
+/// The values that select step `s`'s rows.
+fn step_values(s: &Step, flat: &BTreeMap<String, Vec<Value>>) -> Vec<Value> {
+    s.label
+        .as_ref()
+        .and_then(|l| flat.get(l))
+        .cloned()
+        .unwrap_or_default()
+}
+
 /// The journal's steps with their resolved values; on the way, each request's rows per table
 /// and the old values of the columns an exception's REWRITE erases.
 async fn journal_steps(
@@ -458,12 +546,7 @@ async fn journal_steps(
 ) -> Result<Vec<JournalStep>> {
     let mut steps = Vec::new();
     for s in &p.steps {
-        let values: Vec<Value> = s
-            .label
-            .as_ref()
-            .and_then(|l| flat.get(l))
-            .cloned()
-            .unwrap_or_default();
+        let values = step_values(s, flat);
         if let (Some(col), Some(label)) = (&s.column, &s.label) {
             let att = attributed.get(label).cloned().unwrap_or_default();
             count_rows_and_erased(ws, reads, s, col, &values, &att, cases).await?;

@@ -4,11 +4,13 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
+use std::sync::Arc;
 
+use lethe_iceberg::catalog::TableName;
 use lethe_iceberg::nested::{field_paths, type_name};
 use lethe_iceberg::ops::expire::blockers;
 use lethe_iceberg::predicate::Value;
-use lethe_iceberg::table::Warehouse;
+use lethe_iceberg::table::{LoadedTable, Warehouse};
 use lethe_lineage::{GraphBuilder, LineageGraph, Window, parse_events};
 
 use crate::error::{Error, Result};
@@ -43,62 +45,113 @@ pub struct Inventory {
     pub tables: BTreeMap<String, TableInfo>,
     /// Table locations (normalised) by dotted name, to resolve lineage datasets named by path.
     pub locations: BTreeMap<String, String>,
+    /// The tables as loaded, by dotted name (those the iceberg crate can represent): what
+    /// reads the same snapshots later takes from here rather than loading them again.
+    pub loaded: HashMap<String, Arc<LoadedTable>>,
+}
+
+/// One table as [`Inventory::load`] reads it.
+struct Read {
+    name: String,
+    info: TableInfo,
+    location: Option<String>,
+    loaded: Option<Arc<LoadedTable>>,
+}
+
+/// Reads one table's schema, settings and location.
+async fn read_table(wh: &Warehouse, name: TableName) -> Result<Read> {
+    let t = match wh.load(&name).await {
+        Ok(t) => t,
+        Err(lethe_iceberg::Error::Unsupported {
+            feature, detail, ..
+        }) => {
+            // A table the iceberg crate can't represent (a `variant` column, say) is still
+            // planned: a step on it is UNRESOLVED with this reason.
+            let info = TableInfo {
+                columns: wh.raw_columns(&name).await?,
+                unsupported: Some(format!("{feature}: {detail}")),
+                ..Default::default()
+            };
+            return Ok(Read {
+                name: name.to_string(),
+                info,
+                location: None,
+                loaded: None,
+            });
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let schema = t.metadata.current_schema();
+    let mut schemas = vec![schema.clone()];
+    schemas.extend(
+        t.metadata
+            .schemas_iter()
+            .filter(|s| s.schema_id() != schema.schema_id())
+            .cloned(),
+    );
+    let info = TableInfo {
+        columns: schema
+            .as_struct()
+            .fields()
+            .iter()
+            .map(|f| (f.name.clone(), type_name(&f.field_type)))
+            .collect(),
+        struct_fields: field_paths(schema)
+            .into_iter()
+            .filter(|p| !p.steps.is_empty() && !p.repeated && p.is_leaf())
+            .map(|p| p.name)
+            .collect(),
+        schemas,
+        blockers: blockers(&t)?,
+        identifier_fields: schema
+            .identifier_field_ids()
+            .filter_map(|id| schema.name_by_field_id(id).map(str::to_string))
+            .collect(),
+        unsupported: lethe_iceberg::deletes::unsupported_features(wh, &t).await?,
+    };
+    Ok(Read {
+        name: name.to_string(),
+        info,
+        location: wh.store.normalize(t.location()).ok(),
+        loaded: Some(Arc::new(t)),
+    })
 }
 
 impl Inventory {
-    /// Reads every table's schema, settings and location.
+    /// Reads every table's schema, settings and location, the tables at once (each a task of
+    /// its own, as many at once as the machine has cores: parsing a table's metadata and
+    /// reading its manifests for the features lethe can't rewrite is work one task would do on
+    /// one core), kept in the catalog's order.
     pub async fn load(wh: &Warehouse) -> Result<Inventory> {
-        let mut inv = Inventory::default();
-        for name in wh.tables().await? {
-            let t = match wh.load(&name).await {
-                Ok(t) => t,
-                Err(lethe_iceberg::Error::Unsupported {
-                    feature, detail, ..
-                }) => {
-                    // A table the iceberg crate can't represent (a `variant` column, say) is
-                    // still planned: a step on it is UNRESOLVED with this reason.
-                    let info = TableInfo {
-                        columns: wh.raw_columns(&name).await?,
-                        unsupported: Some(format!("{feature}: {detail}")),
-                        ..Default::default()
-                    };
-                    inv.tables.insert(name.to_string(), info);
-                    continue;
+        use futures::{StreamExt, TryStreamExt};
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let read: Vec<Read> = futures::stream::iter(wh.tables().await?)
+            .map(|name| {
+                let wh = wh.clone();
+                async move {
+                    match tokio::spawn(async move { read_table(&wh, name).await }).await {
+                        Ok(r) => r,
+                        Err(e) => match e.try_into_panic() {
+                            Ok(p) => std::panic::resume_unwind(p),
+                            Err(e) => Err(Error::Internal(format!(
+                                "a table's read for the inventory ended: {e}"
+                            ))),
+                        },
+                    }
                 }
-                Err(e) => return Err(e.into()),
-            };
-            let schema = t.metadata.current_schema();
-            let mut schemas = vec![schema.clone()];
-            schemas.extend(
-                t.metadata
-                    .schemas_iter()
-                    .filter(|s| s.schema_id() != schema.schema_id())
-                    .cloned(),
-            );
-            let info = TableInfo {
-                columns: schema
-                    .as_struct()
-                    .fields()
-                    .iter()
-                    .map(|f| (f.name.clone(), type_name(&f.field_type)))
-                    .collect(),
-                struct_fields: field_paths(schema)
-                    .into_iter()
-                    .filter(|p| !p.steps.is_empty() && !p.repeated && p.is_leaf())
-                    .map(|p| p.name)
-                    .collect(),
-                schemas,
-                blockers: blockers(&t)?,
-                identifier_fields: schema
-                    .identifier_field_ids()
-                    .filter_map(|id| schema.name_by_field_id(id).map(str::to_string))
-                    .collect(),
-                unsupported: lethe_iceberg::deletes::unsupported_features(wh, &t).await?,
-            };
-            if let Ok(loc) = wh.store.normalize(t.location()) {
-                inv.locations.insert(name.to_string(), loc);
+            })
+            .buffered(cores)
+            .try_collect()
+            .await?;
+        let mut inv = Inventory::default();
+        for r in read {
+            if let Some(loc) = r.location {
+                inv.locations.insert(r.name.clone(), loc);
             }
-            inv.tables.insert(name.to_string(), info);
+            if let Some(t) = r.loaded {
+                inv.loaded.insert(r.name.clone(), t);
+            }
+            inv.tables.insert(r.name, r.info);
         }
         Ok(inv)
     }

@@ -16,6 +16,7 @@
 //! Everything here is about tables and files; the erasure job (crate `lethe`) decides which
 //! rows and which tables, and this crate changes them correctly.
 
+mod avro_names;
 pub mod catalog;
 pub mod clock;
 pub mod commit;
@@ -25,6 +26,7 @@ pub mod error;
 pub mod inspect;
 pub mod io;
 pub mod lineage;
+mod manifest_avro;
 pub mod metrics;
 pub mod nested;
 pub mod ops;

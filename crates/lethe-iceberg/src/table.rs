@@ -133,8 +133,10 @@ impl std::fmt::Debug for MetadataFiles {
 }
 
 impl Warehouse {
-    /// A warehouse.
+    /// A warehouse. The first one of a process installs lethe's Avro name checks
+    /// ([`crate::avro_names`]).
     pub fn new(catalog: Arc<dyn Catalog>, store: Arc<dyn FileStore>, root: String) -> Self {
+        crate::avro_names::install();
         Warehouse {
             catalog,
             store,
@@ -300,12 +302,40 @@ impl Warehouse {
     }
 
     async fn read_manifest_entries(&self, manifest: &ManifestFile) -> Result<Vec<ManifestEntry>> {
-        let m = manifest.load_manifest(self.store.file_io()).await?;
-        let (entries, _) = m.into_parts();
-        let mut entries: Vec<ManifestEntry> = entries
-            .into_iter()
-            .map(|e| Arc::try_unwrap(e).unwrap_or_else(|a| (*a).clone()))
-            .collect();
+        let mut entries: Vec<ManifestEntry> = if manifest.key_metadata.is_some() {
+            // An encrypted manifest: the iceberg crate decrypts it.
+            let m = manifest.load_manifest(self.store.file_io()).await?;
+            let (entries, _) = m.into_parts();
+            entries
+                .into_iter()
+                .map(|e| Arc::try_unwrap(e).unwrap_or_else(|a| (*a).clone()))
+                .collect()
+        } else {
+            let bytes = self.store.read(&manifest.manifest_path)?;
+            let mut entries = crate::manifest_avro::read_entries(&manifest.manifest_path, &bytes)?;
+            for e in &mut entries {
+                inherit(e, manifest);
+            }
+            #[cfg(debug_assertions)]
+            if let Ok(m) = iceberg::spec::Manifest::parse_avro(&bytes) {
+                // What the iceberg crate reads (where it can) is what lethe reads.
+                let (theirs, _) = m.into_parts();
+                let theirs: Vec<ManifestEntry> = theirs
+                    .iter()
+                    .map(|e| {
+                        let mut e = (**e).clone();
+                        inherit(&mut e, manifest);
+                        e
+                    })
+                    .collect();
+                assert_eq!(
+                    entries, theirs,
+                    "manifest {} read differently than the iceberg crate reads it",
+                    manifest.manifest_path
+                );
+            }
+            entries
+        };
         if manifest.content == ManifestContentType::Data
             && let Some(first) = manifest.first_row_id
         {
@@ -460,6 +490,23 @@ pub fn read_metadata(
         metadata_location: location.to_string(),
         metadata: Arc::new(metadata),
     })
+}
+
+/// What a manifest entry inherits from the manifest list's entry for its manifest, as the
+/// spec (and the iceberg crate's `load_manifest`) says: a null snapshot id is the manifest's
+/// `added_snapshot_id`; null sequence numbers are the manifest's sequence number when the
+/// entry is ADDED or the manifest's sequence number is the initial one (0).
+fn inherit(e: &mut ManifestEntry, manifest: &ManifestFile) {
+    if e.snapshot_id.is_none() {
+        e.snapshot_id = Some(manifest.added_snapshot_id);
+    }
+    let inherits = e.status == ManifestStatus::Added || manifest.sequence_number == 0;
+    if e.sequence_number.is_none() && inherits {
+        e.sequence_number = Some(manifest.sequence_number);
+    }
+    if e.file_sequence_number.is_none() && inherits {
+        e.file_sequence_number = Some(manifest.sequence_number);
+    }
 }
 
 /// A copy of `df` with `first_row_id` set (the iceberg crate has no setter for it). The

@@ -1,8 +1,9 @@
 //! Finding the rows of one Parquet data file that a predicate selects, reading as little as
 //! the file's own statistics allow.
 //!
-//! Manifest bounds and partition values prune whole files before this runs (the iceberg
-//! crate's scan planning, in [`crate::ops::rewrite`]). Inside a file that may hold matches,
+//! Manifest bounds (and, in partitioned tables, partition values) prune whole files before
+//! this runs ([`file_may_match`], or the iceberg crate's scan planning for partitioned
+//! tables, in [`crate::ops::rewrite`]). Inside a file that may hold matches,
 //! [`matching_rows`] prunes, in order:
 //! 1. **row groups by their column-chunk statistics** (min, max, null count);
 //! 2. **row groups by bloom filters**, where the file has them, for `=` and `IN`;
@@ -146,6 +147,39 @@ pub(crate) fn may_match(p: &Predicate, stats: &dyn Fn(&str) -> Option<UnitStats>
         // Conservative: other comparisons, affixes and NOT read every unit.
         _ => true,
     }
+}
+
+/// Whether the data file `df` may hold rows `p` selects, by the column bounds and null counts
+/// its manifest entry keeps (top-level `int`, `long` and `string` columns of `schema`, the
+/// rules of [`may_match`]; truncated string bounds as the module docs say). This is the
+/// inclusive metrics check of Iceberg's scan planning for the predicates lethe prunes with;
+/// partition values are not looked at (the caller plans partitioned tables with the iceberg
+/// crate's scan). A file without bounds for a column may match.
+pub(crate) fn file_may_match(p: &Predicate, schema: &Schema, df: &iceberg::spec::DataFile) -> bool {
+    use iceberg::spec::PrimitiveLiteral;
+    let bound = |d: &iceberg::spec::Datum| match d.literal() {
+        PrimitiveLiteral::Int(i) => Some(Bound::Int(i64::from(*i))),
+        PrimitiveLiteral::Long(l) => Some(Bound::Int(*l)),
+        PrimitiveLiteral::String(s) => Some(Bound::Bytes(s.as_bytes().to_vec())),
+        _ => None,
+    };
+    let stats = |column: &str| -> Option<UnitStats> {
+        let field = schema.as_struct().field_by_name(column)?;
+        let Type::Primitive(t) = field.field_type.as_ref() else {
+            return None;
+        };
+        if !prunable(t) {
+            return None;
+        }
+        Some(UnitStats {
+            rows: df.record_count(),
+            min: df.lower_bounds().get(&field.id).and_then(bound),
+            max: df.upper_bounds().get(&field.id).and_then(bound),
+            nulls: df.null_value_counts().get(&field.id).copied(),
+            ..Default::default()
+        })
+    };
+    may_match(p, &stats)
 }
 
 /// Whether statistics can prune on a column of this Iceberg type.

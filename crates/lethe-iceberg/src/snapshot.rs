@@ -6,9 +6,10 @@
 //! - a manifest is carried over unchanged when none of its entries is removed and it holds no
 //!   `DELETED` entry from an earlier snapshot;
 //! - otherwise it is rewritten: live entries that stay become `EXISTING` (their snapshot id and
-//!   data/file sequence numbers preserved), removed ones `DELETED` in this snapshot, and earlier
-//!   `DELETED` entries are dropped (their column bounds can hold a removed person's values); a
-//!   manifest left with no entry is dropped;
+//!   data/file sequence numbers preserved), removed ones `DELETED` in this snapshot (or left
+//!   out, [`SnapshotChanges::drop_removed`], when the same commit expires every older
+//!   snapshot), and earlier `DELETED` entries are dropped (their column bounds can hold a
+//!   removed person's values); a manifest left with no entry is dropped;
 //! - added data files go into a new data manifest, added delete files into a delete manifest
 //!   (one per partition spec the files were written with); an added delete file can keep an
 //!   explicit data sequence number (a rewritten delete file keeps the one it replaces);
@@ -56,6 +57,12 @@ pub struct SnapshotChanges {
     pub removed_vectors: HashSet<(String, i64)>,
     /// Rewrite every manifest even when nothing in it changes (compacts DELETED entries away).
     pub rewrite_all_manifests: bool,
+    /// Leave the removed files out of the rewritten manifests instead of marking them
+    /// `DELETED`: for a commit that also expires every older snapshot (a purge of the table's
+    /// history in the same commit, [`crate::ops::rewrite::RowRewrite::with_history_purge`]),
+    /// where a `DELETED` entry would only keep a removed file's column bounds until the next
+    /// manifest rewrite. The summary counts the removed files all the same.
+    pub drop_removed: bool,
     /// Extra summary keys (`erasure-request`, `retention-rule`, ...).
     pub summary: BTreeMap<String, String>,
     /// Added delete files that replace a delete file, by location: a delete file rewritten to
@@ -84,6 +91,7 @@ impl SnapshotChanges {
             removed: HashSet::new(),
             removed_vectors: HashSet::new(),
             rewrite_all_manifests: false,
+            drop_removed: false,
             summary: BTreeMap::new(),
             kept_deletes: HashMap::new(),
         }
@@ -162,9 +170,23 @@ pub async fn produce(
                     })?;
                 let kept = entries
                     .iter()
-                    .filter(|e| e.status != ManifestStatus::Deleted)
+                    .filter(|e| {
+                        e.status != ManifestStatus::Deleted
+                            && !(changes.drop_removed && is_removed(&changes, &e.data_file))
+                    })
                     .count();
                 if kept == 0 {
+                    // Nothing stays: the manifest is dropped (its removed entries with it).
+                    for e in entries
+                        .iter()
+                        .filter(|e| e.status != ManifestStatus::Deleted)
+                    {
+                        found_removed.insert(e.data_file.file_path().to_string());
+                        if let Some(o) = e.data_file.content_offset() {
+                            found_vectors.insert((e.data_file.file_path().to_string(), o));
+                        }
+                        removed_files.push(e.data_file.clone());
+                    }
                     continue;
                 }
                 counter += 1;
@@ -192,7 +214,9 @@ pub async fn produce(
                             found_vectors.insert((e.data_file.file_path().to_string(), o));
                         }
                         removed_files.push(e.data_file.clone());
-                        writer.add_delete_file(e.data_file, seq, file_seq)?;
+                        if !changes.drop_removed {
+                            writer.add_delete_file(e.data_file, seq, file_seq)?;
+                        }
                     } else {
                         live_after.push(e.data_file.clone());
                         let sid = e.snapshot_id.unwrap_or(snapshot_id);

@@ -878,3 +878,154 @@ async fn a_sorted_table_keeps_its_order_and_its_history_is_purged_in_one_commit(
     assert_eq!(py["learning.events"]["rows"], rows);
     assert_eq!(py["learning.events?learner_id=3590"]["rows"], 0);
 }
+
+/// Every file under a table's location (data and metadata).
+fn table_files(wh: &Warehouse, t: &LoadedTable) -> BTreeSet<String> {
+    fn walk(dir: &std::path::Path, out: &mut BTreeSet<String>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else {
+                out.insert(p.to_string_lossy().into_owned());
+            }
+        }
+    }
+    let mut out = BTreeSet::new();
+    walk(&wh.store.local_path(t.location()).unwrap(), &mut out);
+    out
+}
+
+/// A row change that carries the purge of its table's history (`with_history_purge`, what an
+/// erasure's last step on a table does) reaches the state of the change followed by
+/// `purge_history` in one commit: one metadata file, one snapshot (the change's own, with
+/// its summary), no DELETED entry, an empty metadata log, every older snapshot expired and
+/// the files only they reached deleted (the files that held the learner's rows among them).
+/// A table with gc.enabled=false is refused before anything is written; a change that finds
+/// nothing to change purges the history on its own; PyIceberg reads the result.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_row_change_purges_its_tables_history_in_its_own_commit() {
+    use iceberg::spec::ManifestStatus;
+    use lethe_iceberg::ops::expire::Cutoff;
+    use lethe_iceberg::ops::history::PurgeHistory;
+    let demo = Demo::new().await;
+    let wh = &demo.ws.warehouse;
+    let purge = || PurgeHistory {
+        cutoff: Cutoff::OlderThan(chrono::Utc::now() + chrono::Duration::seconds(1)),
+        clock: Arc::new(lethe_iceberg::clock::SystemClock),
+    };
+    let learner = || {
+        RowRewrite::delete(Predicate::eq("learner_id", Value::Int(3590)))
+            .with_summary("erasure-request", "r-9")
+            .with_history_purge(purge())
+    };
+
+    // gc.enabled=false: refused before a file is written.
+    let learners = TableName::parse("crm.learners").unwrap();
+    set(wh, "crm.learners", "gc.enabled", "false").await;
+    let tl = wh.load(&learners).await.unwrap();
+    let files = table_files(wh, &tl);
+    let err = rewrite_rows(wh, &learners, &learner()).await.unwrap_err();
+    assert!(err.to_string().contains("gc.enabled=false"), "{err}");
+    assert_eq!(table_files(wh, &tl), files, "nothing written");
+    assert_eq!(
+        wh.load(&learners).await.unwrap().metadata_location,
+        tl.metadata_location
+    );
+
+    let name = TableName::parse("learning.events").unwrap();
+    let t0 = wh.load(&name).await.unwrap();
+    let snapshots_before = t0.metadata.snapshots().count();
+    assert!(snapshots_before > 1);
+    let (_, rows_before) = count_rows(wh, &t0, &Predicate::True).await.unwrap();
+    let metadata_before = metadata_files(wh, &t0);
+    let r = rewrite_rows(wh, &name, &learner()).await.unwrap();
+    assert_eq!(r.rows_matched, 19);
+    assert!(!r.files_rewritten.is_empty());
+    let h = r.history.as_ref().expect("the history was purged");
+    assert!(h.expire.committed);
+    assert_eq!(h.manifests.snapshot_id, r.snapshot_id);
+    assert_eq!(
+        metadata_files(wh, &t0),
+        metadata_before + 1,
+        "the change, the expiry and the trimmed log are one metadata file"
+    );
+    let t1 = wh.load(&name).await.unwrap();
+    let current = t1.current_snapshot().unwrap();
+    assert_eq!(Some(current.snapshot_id()), r.snapshot_id);
+    assert_eq!(
+        current.summary().additional_properties["erasure-request"],
+        "r-9"
+    );
+    assert_eq!(
+        current.summary().additional_properties["deleted-data-files"],
+        (r.files_rewritten.len() + r.files_dropped.len()).to_string(),
+        "the summary counts the removed files although no DELETED entry names them"
+    );
+    assert_eq!(
+        t1.metadata.snapshots().count(),
+        1,
+        "every older snapshot expired"
+    );
+    assert_eq!(h.expire.expired.len(), snapshots_before);
+    assert!(t1.metadata.metadata_log().is_empty(), "the log is trimmed");
+    for mf in wh.manifest_list(&t1, current).unwrap().entries() {
+        for e in wh.manifest_entries(mf).await.unwrap() {
+            assert_ne!(e.status, ManifestStatus::Deleted, "no DELETED entry");
+        }
+    }
+    assert!(h.expire.files_deleted > 0);
+    for f in &r.files_rewritten {
+        assert!(!wh.store.local_path(f).unwrap().exists(), "{f} is deleted");
+    }
+    let (left, total) = count_rows(wh, &t1, &Predicate::eq("learner_id", Value::Int(3590)))
+        .await
+        .unwrap();
+    assert_eq!((left, total), (0, rows_before - 19));
+
+    // Run again: nothing to change, nothing to purge, nothing committed.
+    let again = rewrite_rows(wh, &name, &learner()).await.unwrap();
+    assert_eq!(again.rows_matched, 0);
+    assert_eq!(again.snapshot_id, None);
+    assert!(!again.history.as_ref().unwrap().expire.committed);
+    assert_eq!(metadata_files(wh, &t0), metadata_before + 1);
+
+    // A change that matches nothing in a table with history: the history is purged anyway.
+    let reviews = TableName::parse("learning.reviews").unwrap();
+    let tr = wh.load(&reviews).await.unwrap();
+    let n = tr.metadata.snapshots().count();
+    assert!(n > 1);
+    let none = rewrite_rows(
+        wh,
+        &reviews,
+        &RowRewrite::delete(Predicate::eq("learner_id", Value::Int(-1)))
+            .with_history_purge(purge()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(none.rows_matched, 0);
+    let hn = none.history.unwrap();
+    assert!(hn.expire.committed);
+    assert_eq!(
+        hn.expire.expired.len(),
+        n - 1 + usize::from(hn.manifests.snapshot_id.is_some())
+    );
+    assert_eq!(
+        wh.load(&reviews)
+            .await
+            .unwrap()
+            .metadata
+            .snapshots()
+            .count(),
+        1
+    );
+
+    let py = pyiceberg(
+        &demo.dir,
+        "read_tables.py",
+        &["learning.events", "learning.events?learner_id=3590"],
+        None,
+    );
+    assert_eq!(py["learning.events"]["rows"], rows_before - 19);
+    assert_eq!(py["learning.events?learner_id=3590"]["rows"], 0);
+}

@@ -43,6 +43,17 @@ pub struct HistoryReport {
     pub expire: ExpireReport,
 }
 
+/// A purge of a table's history carried by the commit of a row change
+/// ([`crate::ops::rewrite::RowRewrite::with_history_purge`]): the state [`purge_history`]
+/// reaches after the change, without a commit of its own.
+#[derive(Debug, Clone)]
+pub struct PurgeHistory {
+    /// The snapshots to expire, chosen on the table as the row change leaves it.
+    pub cutoff: Cutoff,
+    /// The clock the expiry reads (for refs' ages).
+    pub clock: std::sync::Arc<dyn Clock>,
+}
+
 struct Action<'a> {
     cutoff: Cutoff,
     summary: BTreeMap<String, String>,
@@ -71,7 +82,6 @@ impl TableAction for Action<'_> {
                     snapshot_id: table.metadata.current_snapshot_id(),
                 },
             ],
-            trim_metadata_log: true,
             ..Default::default()
         };
         // The rewrite first: the expiry is chosen on the table as the rewrite leaves it.
@@ -81,16 +91,8 @@ impl TableAction for Action<'_> {
                 count_deleted_entries(wh, table, s).await?;
             if manifests.with_deleted_entries > 0 {
                 let replace = replace_snapshot(wh, table, &self.summary).await?;
-                let built = apply_change(
-                    table,
-                    TableChange {
-                        requirements: &[],
-                        updates: &replace.updates,
-                        trim_metadata_log: false,
-                    },
-                );
-                let built = match built {
-                    Ok(b) => b,
+                after_rewrite = match applied(table, &replace.updates) {
+                    Ok(a) => a,
                     Err(e) => {
                         for w in &replace.written {
                             let _ = wh.store.delete(w);
@@ -98,7 +100,6 @@ impl TableAction for Action<'_> {
                         return Err(e);
                     }
                 };
-                after_rewrite.metadata = std::sync::Arc::new(built.metadata);
                 manifests.snapshot_id = replace.snapshot_id;
                 planned.snapshot_id = replace.snapshot_id;
                 planned.updates = replace.updates;
@@ -106,8 +107,8 @@ impl TableAction for Action<'_> {
             }
         }
         let now: DateTime<Utc> = self.clock.now();
-        let (keep, expired, refs_removed) = match expire::select(&after_rewrite, self.cutoff, now) {
-            Ok(s) => s,
+        let expire = match plan_expiry(&after_rewrite, self.cutoff, now, &mut planned) {
+            Ok(r) => r,
             Err(e) => {
                 for w in &planned.written {
                     let _ = wh.store.delete(w);
@@ -115,34 +116,62 @@ impl TableAction for Action<'_> {
                 return Err(e);
             }
         };
-        planned.updates.extend(expire::expiry_updates(
-            &after_rewrite,
-            &expired,
-            &refs_removed,
-        ));
-        self.report = HistoryReport {
-            manifests,
-            expire: ExpireReport {
-                table: name,
-                expired,
-                kept: keep
-                    .into_iter()
-                    .map(|(snapshot_id, reason)| Kept {
-                        snapshot_id,
-                        reason,
-                    })
-                    .collect(),
-                refs_removed,
-                files_deleted: 0,
-                committed: false,
-            },
-        };
+        self.report = HistoryReport { manifests, expire };
         self.before = Some(after_rewrite);
         if planned.updates.is_empty() && table.metadata.metadata_log().is_empty() {
             return Ok(None);
         }
         Ok(Some(planned))
     }
+}
+
+/// Adds to `planned` the expiry of every snapshot `cutoff` selects on `after` (the table as
+/// `planned`'s other updates leave it; Iceberg Java's rules, [`expire::select`]) and an emptied
+/// metadata log. The report's `files_deleted` and `committed` are for the caller to fill in
+/// once the commit has landed and [`expire::delete_unreachable`] has run.
+pub(crate) fn plan_expiry(
+    after: &LoadedTable,
+    cutoff: Cutoff,
+    now: DateTime<Utc>,
+    planned: &mut ActionCommit,
+) -> Result<ExpireReport> {
+    let (keep, expired, refs_removed) = expire::select(after, cutoff, now)?;
+    planned
+        .updates
+        .extend(expire::expiry_updates(after, &expired, &refs_removed));
+    planned.trim_metadata_log = true;
+    Ok(ExpireReport {
+        table: after.name.to_string(),
+        expired,
+        kept: keep
+            .into_iter()
+            .map(|(snapshot_id, reason)| Kept {
+                snapshot_id,
+                reason,
+            })
+            .collect(),
+        refs_removed,
+        files_deleted: 0,
+        committed: false,
+    })
+}
+
+/// The table as `updates` leave it (nothing written or committed).
+pub(crate) fn applied(
+    table: &LoadedTable,
+    updates: &[iceberg::TableUpdate],
+) -> Result<LoadedTable> {
+    let built = apply_change(
+        table,
+        TableChange {
+            requirements: &[],
+            updates,
+            trim_metadata_log: false,
+        },
+    )?;
+    let mut after = table.clone();
+    after.metadata = std::sync::Arc::new(built.metadata);
+    Ok(after)
 }
 
 /// Rewrites the manifests of `name` when any holds a DELETED entry (the replace snapshot

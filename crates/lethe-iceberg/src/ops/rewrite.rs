@@ -1,8 +1,10 @@
 //! Copy-on-write row changes: delete rows, set columns to null, or rewrite every file.
 //!
 //! Guarantees:
-//! - Only live data files that may hold matching rows are read: the iceberg crate's scan
-//!   planning prunes by partition values and by the column bounds the manifests keep; inside
+//! - Only live data files that may hold matching rows are read: the column bounds the
+//!   manifests keep prune files ([`crate::prune::file_may_match`], on the entries the
+//!   warehouse already read), and in a partitioned table the iceberg crate's scan planning
+//!   prunes by partition values and bounds; inside
 //!   each file left, row-group statistics, bloom filters, the page index and the predicate's
 //!   columns alone decide whether a stored row matches ([`crate::prune`]) before the file is
 //!   read whole (`files_skipped` counts the files that don't).
@@ -10,7 +12,8 @@
 //!   and equality deletes are applied by the spec's sequence-number rules, so counts, selected
 //!   rows and rewrites see live rows only.
 //! - A table with a sort order keeps it: each rewritten file's rows are written sorted by it
-//!   into a file of their own (so a table clustered by a column keeps its narrow bounds), and
+//!   (a file whose entry records the order and that only loses rows is already sorted and is
+//!   not sorted again) into a file of their own (so a table clustered by a column keeps its narrow bounds), and
 //!   the new files record the order's id ([`crate::sort`]).
 //! - A file with no matching row is left as it is (carried as `EXISTING` only if its manifest
 //!   is rewritten anyway). A file whose rows all match (or are already deleted) is dropped
@@ -60,6 +63,9 @@ use crate::deletes::{DeleteIndex, DeleteReader, check_supported};
 use crate::error::{Error, Result};
 use crate::lineage::{LAST_UPDATED_SEQUENCE_NUMBER, has_row_lineage, read_with_lineage};
 use crate::nested::{self, FieldPath};
+use crate::ops::expire;
+use crate::ops::history::{HistoryReport, PurgeHistory, applied, plan_expiry, purge_history};
+use crate::ops::manifests::ManifestsReport;
 use crate::ops::rewrite_tasks::{FileState, FileTask, RewriteEngine, RewriteJob};
 use crate::predicate::Predicate;
 use crate::prune::read_positions;
@@ -100,6 +106,9 @@ pub struct RowRewrite {
     /// name; written in this process): with a delete, the commit replaces the selected rows
     /// by these. Empty by default.
     pub insert: Vec<RecordBatch>,
+    /// Purge the table's history in the same commit (None by default): see
+    /// [`RowRewrite::with_history_purge`].
+    pub history: Option<PurgeHistory>,
 }
 
 impl RowRewrite {
@@ -112,6 +121,7 @@ impl RowRewrite {
             options: WriteOptions::default(),
             engine: None,
             insert: Vec::new(),
+            history: None,
         }
     }
 
@@ -140,6 +150,20 @@ impl RowRewrite {
     /// Adds `rows` in the same commit (see [`RowRewrite::insert`]).
     pub fn with_rows(mut self, rows: Vec<RecordBatch>) -> Self {
         self.insert = rows;
+        self
+    }
+
+    /// Purges the table's history in the change's own commit: the new snapshot's manifests
+    /// leave the removed files out (no `DELETED` entries), the snapshots `purge.cutoff`
+    /// selects on the table as changed are expired (Iceberg Java's rules, as
+    /// [`crate::ops::expire`]), the metadata log is emptied, and after the commit the files
+    /// only expired snapshots reached are deleted — the state a row change followed by
+    /// [`purge_history`] reaches, in one commit and one metadata file instead of two. A table
+    /// with `gc.enabled=false` is refused before anything is written. When the change finds
+    /// nothing to change, [`purge_history`] runs on its own, so the history is purged either
+    /// way ([`RewriteReport::history`]).
+    pub fn with_history_purge(mut self, purge: PurgeHistory) -> Self {
+        self.history = Some(purge);
         self
     }
 
@@ -200,17 +224,25 @@ pub struct RewriteReport {
     pub snapshot_id: Option<i64>,
     /// Commit attempts.
     pub attempts: u32,
+    /// The history purged with the change ([`RowRewrite::with_history_purge`]); its
+    /// `manifests.snapshot_id` is the change's snapshot when its manifests left removed files
+    /// out, or a replace snapshot when [`purge_history`] ran on its own.
+    pub history: Option<HistoryReport>,
 }
 
 struct Action<'a> {
     spec: &'a RowRewrite,
     dry_run: bool,
     report: RewriteReport,
+    /// With a history purge: the table as the planned commit leaves it (before its expiry),
+    /// for deleting the files only expired snapshots reached.
+    purged_from: Option<LoadedTable>,
 }
 
-/// Selects the live data files that may hold rows matching `predicate` (once per table
-/// state and predicate, [`Warehouse`] keeps the answer).
-async fn candidates(
+/// The live data files (normalized locations) of `table` that may hold rows `predicate`
+/// selects, by the manifests' bounds and partition values (once per table state and
+/// predicate, [`Warehouse`] keeps the answer).
+pub async fn candidate_files(
     wh: &Warehouse,
     table: &LoadedTable,
     predicate: &Predicate,
@@ -227,6 +259,24 @@ async fn plan_candidates(
     let Some(snapshot) = table.current_snapshot() else {
         return Ok(HashSet::new());
     };
+    let normalize = |p: &str| wh.store.normalize(p).unwrap_or_else(|_| p.to_string());
+    if table
+        .metadata
+        .partition_specs_iter()
+        .all(|s| s.is_unpartitioned())
+    {
+        // No partition values to project the predicate on: the entries' bounds decide, from
+        // the manifests as the warehouse already read them.
+        let schema = table.metadata.current_schema();
+        return Ok(wh
+            .current_files(table)
+            .await?
+            .iter()
+            .filter(|f| f.is_data())
+            .filter(|f| crate::prune::file_may_match(predicate, schema, &f.entry.data_file))
+            .map(|f| normalize(f.entry.data_file.file_path()))
+            .collect());
+    }
     let filter = predicate.to_iceberg(table.metadata.current_schema(), &table.name.to_string())?;
     let t = wh.iceberg_table(table)?;
     let scan = t
@@ -236,7 +286,6 @@ async fn plan_candidates(
         .select_all()
         .build()?;
     let tasks: Vec<_> = scan.plan_files().await?.try_collect().await?;
-    let normalize = |p: &str| wh.store.normalize(p).unwrap_or_else(|_| p.to_string());
     Ok(tasks
         .into_iter()
         .map(|t| normalize(&t.data_file_path))
@@ -269,6 +318,10 @@ impl TableAction for Action<'_> {
         let schema = table.metadata.current_schema().clone();
         let lineage = has_row_lineage(&table.metadata);
         self.spec.predicate.check(&schema, &tname)?;
+        self.purged_from = None;
+        if self.spec.history.is_some() {
+            crate::ops::expire::check_gc(table)?;
+        }
         let mut nulled: Vec<FieldPath> = Vec::new();
         if let RowChange::SetNull(cols) = &self.spec.change {
             for c in cols {
@@ -304,7 +357,7 @@ impl TableAction for Action<'_> {
                     .map(|f| wh.store.normalize(f.entry.data_file.file_path()))
                     .collect::<Result<HashSet<_>>>()?,
             ),
-            _ => candidates(wh, table, &self.spec.predicate).await?,
+            _ => candidate_files(wh, table, &self.spec.predicate).await?,
         };
         let sort = crate::sort::TableSort::of(&table.metadata)?;
         let mut writer = if self.dry_run {
@@ -429,7 +482,19 @@ impl TableAction for Action<'_> {
                 report.files_rewritten.push(path.to_string());
                 report.rows_rewritten += kept_rows as u64;
                 if let Some(w) = writer.as_mut() {
+                    // Rows removed from a file written in the table's order (its entry says
+                    // so, as the spec's `sort_order_id` means) are still in that order.
+                    let still_sorted = sort.as_ref().is_some_and(|s| {
+                        matches!(self.spec.change, RowChange::Delete | RowChange::RewriteAll)
+                            && f.entry.data_file.sort_order_id() == Some(s.order_id())
+                    });
                     match &sort {
+                        Some(_) if still_sorted => {
+                            for b in &out.kept {
+                                w.write(b)?;
+                            }
+                            w.roll()?;
+                        }
                         // A sorted table: the file's rows in the order, in a file of their own.
                         Some(s) => {
                             for b in s.sort(&out.kept, 65_536)? {
@@ -543,7 +608,33 @@ impl TableAction for Action<'_> {
             changes.added_deletes.push(f);
         }
         changes.summary = self.spec.summary.clone();
-        Ok(Some(produce_written(wh, table, changes).await?))
+        changes.drop_removed = self.spec.history.is_some();
+        let mut planned = produce_written(wh, table, changes).await?;
+        if let Some(purge) = &self.spec.history {
+            let expiry = applied(table, &planned.updates).and_then(|after| {
+                let r = plan_expiry(&after, purge.cutoff, purge.clock.now(), &mut planned)?;
+                Ok((after, r))
+            });
+            let (after, expire) = match expiry {
+                Ok(x) => x,
+                Err(e) => {
+                    for w in &planned.written {
+                        let _ = wh.store.delete(w);
+                    }
+                    return Err(e);
+                }
+            };
+            self.report.history = Some(HistoryReport {
+                manifests: ManifestsReport {
+                    table: tname,
+                    snapshot_id: planned.snapshot_id,
+                    ..Default::default()
+                },
+                expire,
+            });
+            self.purged_from = Some(after);
+        }
+        Ok(Some(planned))
     }
 }
 
@@ -674,15 +765,39 @@ pub async fn rewrite_rows(
         spec,
         dry_run: false,
         report: RewriteReport::default(),
+        purged_from: None,
     };
     let committed = commit(wh, name, &mut action).await?;
     let mut report = action.report;
     if report.table.is_empty() {
         report.table = name.to_string();
     }
-    if let Some(c) = committed {
-        report.snapshot_id = c.snapshot_id;
-        report.attempts = c.attempts;
+    match (committed, &spec.history) {
+        (Some(c), purge) => {
+            report.snapshot_id = c.snapshot_id;
+            report.attempts = c.attempts;
+            if let (Some(_), Some(before), Some(h)) =
+                (purge, action.purged_from, report.history.as_mut())
+            {
+                h.expire.committed = true;
+                h.expire.files_deleted =
+                    expire::delete_unreachable(wh, &before, &c.table, &h.expire.expired).await?;
+            }
+        }
+        (None, Some(purge)) => {
+            // Nothing to change: the history is purged on its own.
+            report.history = Some(
+                purge_history(
+                    wh,
+                    name,
+                    purge.cutoff,
+                    spec.summary.clone(),
+                    purge.clock.as_ref(),
+                )
+                .await?,
+            );
+        }
+        (None, None) => {}
     }
     Ok(report)
 }
@@ -694,6 +809,7 @@ pub async fn dry_run(wh: &Warehouse, name: &TableName, spec: &RowRewrite) -> Res
         spec,
         dry_run: true,
         report: RewriteReport::default(),
+        purged_from: None,
     };
     action.plan(wh, &table).await?;
     Ok(action.report)
@@ -713,7 +829,7 @@ pub async fn count_rows(
     predicate.check(&schema, &table.name.to_string())?;
     let index = DeleteIndex::load(wh, table, &files)?;
     let mut reader = DeleteReader::new(wh.store.as_ref(), table)?;
-    let wanted = candidates(wh, table, predicate).await?;
+    let wanted = candidate_files(wh, table, predicate).await?;
     let mut matched = 0u64;
     let mut total = 0u64;
     for f in files.iter().filter(|f| f.is_data()) {
@@ -787,7 +903,7 @@ async fn select(
     let schema = table.metadata.current_schema().clone();
     let index = DeleteIndex::load(wh, table, &files)?;
     let mut reader = DeleteReader::new(wh.store.as_ref(), table)?;
-    let wanted = candidates(wh, table, predicate).await?;
+    let wanted = candidate_files(wh, table, predicate).await?;
     let mut out = Vec::new();
     for f in files.iter().filter(|f| f.is_data()) {
         let path = f.entry.data_file.file_path();

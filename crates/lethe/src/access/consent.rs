@@ -40,7 +40,6 @@ use arrow::array::{
 use arrow::datatypes::{DataType, Field, Schema as ArrowSchema, TimeUnit};
 use async_trait::async_trait;
 use chrono::{DateTime, TimeZone, Utc};
-use futures::TryStreamExt;
 use iceberg::spec::{DataFile, FormatVersion, Operation};
 use serde::{Deserialize, Serialize};
 
@@ -53,7 +52,7 @@ use crate::pipeline::{Pipeline, PipelineRun};
 use crate::workspace::Workspace;
 use lethe_iceberg::catalog::TableName;
 use lethe_iceberg::commit::{ActionCommit, TableAction, commit};
-use lethe_iceberg::ops::rewrite::{append, has_delete_files, select_rows};
+use lethe_iceberg::ops::rewrite::{append, candidate_files, has_delete_files, select_rows};
 use lethe_iceberg::predicate::{Predicate, Value};
 use lethe_iceberg::read::read_data_file;
 use lethe_iceberg::snapshot::{SnapshotChanges, produce_written};
@@ -625,30 +624,6 @@ struct SyncAction<'a> {
     current: &'a CurrentConsent,
     only: Option<Predicate>,
     rows_changed: u64,
-}
-
-/// Live data files of `table` that may hold rows `predicate` selects (manifest pruning).
-async fn candidate_files(
-    wh: &Warehouse,
-    table: &LoadedTable,
-    predicate: &Predicate,
-) -> Result<HashSet<String>> {
-    let Some(snapshot) = table.current_snapshot() else {
-        return Ok(HashSet::new());
-    };
-    let filter = predicate.to_iceberg(table.metadata.current_schema(), &table.name.to_string())?;
-    let scan = wh
-        .iceberg_table(table)?
-        .scan()
-        .snapshot_id(snapshot.snapshot_id())
-        .with_filter(filter)
-        .select_all()
-        .build()?;
-    let tasks: Vec<_> = scan.plan_files().await?.try_collect().await?;
-    Ok(tasks
-        .into_iter()
-        .map(|t| wh.store.normalize(&t.data_file_path))
-        .collect::<lethe_iceberg::Result<_>>()?)
 }
 
 #[async_trait]

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use chrono::{Duration, Utc};
 use lethe_iceberg::catalog::TableName;
 use lethe_iceberg::ops::expire::Cutoff;
-use lethe_iceberg::ops::history::purge_history;
+use lethe_iceberg::ops::history::{HistoryReport, purge_history};
 use lethe_iceberg::ops::sweep::{TableLocations, purge_versions, sweep_among};
 
 use futures::future::BoxFuture;
@@ -134,6 +134,22 @@ pub(super) async fn clean_up(
     Ok(())
 }
 
+/// The history phase's cutoff: every snapshot older than now (and the second to come), so
+/// every snapshot from before the erasure's commits expires as the table's settings allow.
+pub(super) fn history_cutoff() -> Cutoff {
+    Cutoff::OlderThan(Utc::now() + Duration::seconds(1))
+}
+
+/// The history phase's counts from what purging a table's history did.
+pub(super) fn history_counts(r: &HistoryReport) -> TableCleanup {
+    TableCleanup {
+        snapshots_expired: r.expire.expired.len(),
+        files_removed: r.expire.files_deleted,
+        manifests_rewritten: usize::from(r.manifests.snapshot_id.is_some()),
+        ..Default::default()
+    }
+}
+
 /// The history phase on one table as work of its own ([`phase_work`]).
 pub(super) fn history_work(
     ws: &Workspace,
@@ -163,17 +179,9 @@ fn phase_work(
         let mut c = TableCleanup::default();
         match phase {
             "history" => {
-                let r = purge_history(
-                    &wh,
-                    &name,
-                    Cutoff::OlderThan(Utc::now() + Duration::seconds(1)),
-                    summary,
-                    clock.as_ref(),
-                )
-                .await?;
-                c.snapshots_expired = r.expire.expired.len();
-                c.files_removed = r.expire.files_deleted;
-                c.manifests_rewritten = usize::from(r.manifests.snapshot_id.is_some());
+                let r =
+                    purge_history(&wh, &name, history_cutoff(), summary, clock.as_ref()).await?;
+                c = history_counts(&r);
             }
             "purge-versions" => {
                 c.versions_purged = purge_versions(&wh, &name).await?.versions_deleted;

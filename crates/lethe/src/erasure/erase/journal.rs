@@ -63,7 +63,8 @@ pub struct TableCleanup {
     pub phases: BTreeSet<String>,
     /// Snapshots expired.
     pub snapshots_expired: usize,
-    /// Manifest-rewrite snapshots committed.
+    /// Commits that left the table's manifests without `DELETED` entries: a manifest
+    /// rewrite's replace snapshot, or a row step's commit that purged the history with it.
     pub manifests_rewritten: usize,
     /// Files removed (expiry and sweep).
     pub files_removed: usize,

@@ -15,7 +15,9 @@
 //!    full run; the step records which and why) — each commit records only
 //!    `erasure-request`, never a value of the person;
 //! 4. cleanup per table: one commit that rewrites manifests holding DELETED entries, expires
-//!    every snapshot older than the erasure's commits and empties the metadata log; then the
+//!    every snapshot older than the erasure's commits and empties the metadata log — carried
+//!    by the step's own commit when the table's last step is a DELETE or REWRITE that nothing
+//!    after it reads (the step is then recorded with the table's history phase) —; then the
 //!    sweep of unreferenced files older than the minimum age (`cleanup.rs`).
 //!
 //! Steps 3 and 4 overlap where the tables allow (`schedule.rs`): steps on different tables run
@@ -70,6 +72,7 @@ use std::path::PathBuf;
 use chrono::{Duration, Utc};
 use futures::future::BoxFuture;
 use lethe_iceberg::catalog::TableName;
+use lethe_iceberg::ops::history::PurgeHistory;
 use lethe_iceberg::ops::rewrite::{RowRewrite, rewrite_rows};
 use lethe_iceberg::predicate::Predicate;
 use serde::Serialize;
@@ -432,10 +435,29 @@ async fn run_steps(
         });
         pieces.push(Piece::Step(i));
     }
+    // A row step that nothing after it reads or writes its table purges the table's history
+    // in its own commit (one commit and metadata file per table instead of two); the others'
+    // tables get a history piece of their own, run once nothing left reads them.
+    let mut purging = std::collections::BTreeSet::new();
+    for (k, piece) in pieces.iter().enumerate() {
+        let Piece::Step(i) = piece else { continue };
+        let s = &journal.steps[*i];
+        if matches!(s.action, Action::Delete | Action::Rewrite)
+            && row_change(s)?.is_some()
+            && !cleanup::phase_done(journal, &s.table, "history")
+            && !touches[k + 1..].iter().any(|t| t.touches(&s.table))
+        {
+            purging.insert(*i);
+        }
+    }
+    let purged: Vec<String> = purging
+        .iter()
+        .map(|i| journal.steps[*i].table.clone())
+        .collect();
     let changed = cleanup::changed_tables(journal);
     let n = changed.len();
     for t in changed {
-        if !cleanup::phase_done(journal, &t, "history") {
+        if !cleanup::phase_done(journal, &t, "history") && !purged.contains(&t) {
             touches.push(Touch::table(&t));
             pieces.push(Piece::History(t));
         }
@@ -453,7 +475,7 @@ async fn run_steps(
                     let work = if step.action == Action::Recompute {
                         recompute_work(ws, step, tag)?
                     } else {
-                        step_work(ws, step, tag)?
+                        step_work(ws, step, tag, purging.contains(i))?
                     };
                     Box::pin(async move { Ok(Outcome::Step(work.await?)) })
                 }
@@ -494,6 +516,9 @@ fn record_step(
         progress(&format!("{} {}: {h}", s.action, s.table));
     }
     let table = s.table.clone();
+    if landed.history.is_some() {
+        progress(&format!("cleanup history {table}: in the step's commit"));
+    }
     s.recompute = landed.how;
     s.started_at = Some(landed.started_at);
     s.finished_at = Some(landed.finished_at);
@@ -502,6 +527,9 @@ fn record_step(
         s.rows = rows;
     }
     s.done = true;
+    if let Some(counts) = &landed.history {
+        cleanup::record_phase(journal, &table, "history", counts);
+    }
     save_journal(ws, journal)?;
     durable_step(&format!("step {table}"));
     Ok(())
@@ -519,25 +547,20 @@ struct Landed {
     started_at: String,
     /// When its commit landed (RFC 3339).
     finished_at: String,
+    /// The table's history phase, when the step's commit purged it.
+    history: Option<TableCleanup>,
 }
 
-/// A DELETE or REWRITE step as work that owns what it needs: DELETE as a row delete, REWRITE
-/// nulling the exception's columns, on a warehouse whose commits sync apart from the other
-/// tasks' ([`Warehouse::for_concurrent_work`]).
-///
-/// [`Warehouse::for_concurrent_work`]: lethe_iceberg::table::Warehouse::for_concurrent_work
-fn step_work(
-    ws: &Workspace,
-    step: &JournalStep,
-    tag: &str,
-) -> Result<BoxFuture<'static, Result<Landed>>> {
-    let name = TableName::parse(&step.table)?;
+/// The row change a DELETE or REWRITE step makes: DELETE as a row delete, REWRITE nulling the
+/// exception's columns; None for a step that changes no rows by itself (a REWRITE without
+/// columns to erase, NO_ACTION, UNRESOLVED).
+fn row_change(step: &JournalStep) -> Result<Option<RowRewrite>> {
     let column = || {
         step.column
             .clone()
             .ok_or_else(|| Error::Internal(format!("{} without a column", step.action)))
     };
-    let spec = match step.action {
+    Ok(match step.action {
         Action::Delete => Some(RowRewrite::delete(Predicate::is_in(
             column()?,
             step.values.clone(),
@@ -558,8 +581,24 @@ fn step_work(
             )));
         }
         Action::NoAction | Action::Unresolved => None,
-    };
-    let Some(spec) = spec else {
+    })
+}
+
+/// A DELETE or REWRITE step as work that owns what it needs ([`row_change`]), on a warehouse
+/// whose commits sync apart from the other tasks' ([`Warehouse::for_concurrent_work`]). With
+/// `purge`, the step's commit also purges the table's history (the cleanup's history phase:
+/// every older snapshot expired, no `DELETED` entries, the metadata log emptied; see
+/// [`RowRewrite::with_history_purge`]).
+///
+/// [`Warehouse::for_concurrent_work`]: lethe_iceberg::table::Warehouse::for_concurrent_work
+fn step_work(
+    ws: &Workspace,
+    step: &JournalStep,
+    tag: &str,
+    purge: bool,
+) -> Result<BoxFuture<'static, Result<Landed>>> {
+    let name = TableName::parse(&step.table)?;
+    let Some(spec) = row_change(step)? else {
         return Ok(Box::pin(async {
             let now = Utc::now().to_rfc3339();
             Ok(Landed {
@@ -568,12 +607,19 @@ fn step_work(
                 how: None,
                 started_at: now.clone(),
                 finished_at: now,
+                history: None,
             })
         }));
     };
-    let spec = spec
+    let mut spec = spec
         .with_summary("erasure-request", tag.to_string())
         .with_engine(ws.engines.rewrite.clone());
+    if purge {
+        spec = spec.with_history_purge(PurgeHistory {
+            cutoff: cleanup::history_cutoff(),
+            clock: ws.clock.clone(),
+        });
+    }
     let wh = ws.warehouse.for_concurrent_work();
     Ok(Box::pin(async move {
         let started_at = Utc::now().to_rfc3339();
@@ -584,6 +630,7 @@ fn step_work(
             how: None,
             started_at,
             finished_at: Utc::now().to_rfc3339(),
+            history: r.history.as_ref().map(cleanup::history_counts),
         })
     }))
 }
@@ -622,6 +669,7 @@ fn recompute_work(
             how: Some(done.how),
             started_at,
             finished_at: Utc::now().to_rfc3339(),
+            history: None,
         })
     }))
 }

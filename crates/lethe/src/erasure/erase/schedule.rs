@@ -56,6 +56,11 @@ impl Touch {
         self.reads.as_ref().is_none_or(|r| r.contains(table))
     }
 
+    /// Whether the piece may read or writes `table`.
+    pub(super) fn touches(&self, table: &str) -> bool {
+        self.reads(table) || self.writes.as_deref() == Some(table)
+    }
+
     /// Whether `later` (listed after this piece) must wait for it.
     fn orders(&self, later: &Touch) -> bool {
         let writes_into = |a: &Touch, b: &Touch| {

@@ -376,13 +376,21 @@ pub fn expiry_updates(
 ///   retained snapshots. Manifests and manifest lists go by the manifest lists alone.
 /// - **reachable** otherwise: every file the expired snapshots reach minus every file the
 ///   retained ones reach (each manifest of both read).
+///
+/// `unlisted` names the files a retained snapshot removed without writing `DELETED` entries
+/// for them (a commit that purged the history with its change,
+/// [`crate::snapshot::SnapshotChanges::drop_removed`]): the incremental way can't find those
+/// in manifests, so they join its candidates (and are deleted unless a retained snapshot
+/// reaches them); the reachable way finds them anyway. Empty for every other commit.
 pub async fn delete_unreachable(
     wh: &Warehouse,
     before: &LoadedTable,
     after: &LoadedTable,
     expired: &[i64],
+    unlisted: &[String],
 ) -> Result<usize> {
-    let mut doomed: Vec<String> = match incremental_unreachable(wh, before, after, expired).await? {
+    let incremental = incremental_unreachable(wh, before, after, expired, unlisted).await?;
+    let mut doomed: Vec<String> = match incremental {
         Some(d) => d.into_iter().collect(),
         None => reachable_unreachable(wh, before, after, expired)
             .await?
@@ -422,6 +430,7 @@ async fn incremental_unreachable(
     before: &LoadedTable,
     after: &LoadedTable,
     expired: &[i64],
+    unlisted: &[String],
 ) -> Result<Option<HashSet<String>>> {
     let meta = &before.metadata;
     if meta.format_version() >= iceberg::spec::FormatVersion::V3 || expired.is_empty() {
@@ -515,6 +524,9 @@ async fn incremental_unreachable(
     // Files removed by a snapshot whose parent expired: live in an expired snapshot only,
     // unless a retained snapshot holds them again (checked below).
     let mut candidates: HashSet<String> = HashSet::new();
+    for f in unlisted {
+        candidates.insert(wh.store.normalize(f)?);
+    }
     for mf in to_scan.values() {
         for e in wh.manifest_entries(mf).await? {
             if e.status != iceberg::spec::ManifestStatus::Deleted {
@@ -601,7 +613,8 @@ pub async fn expire(
     if !options.keep_files
         && let Some(before) = action.before
     {
-        report.files_deleted = delete_unreachable(wh, &before, &c.table, &report.expired).await?;
+        report.files_deleted =
+            delete_unreachable(wh, &before, &c.table, &report.expired, &[]).await?;
     }
     Ok(report)
 }
@@ -775,7 +788,7 @@ mod tests {
                 let full = reachable_unreachable(&wh, &table, &after, expired)
                     .await
                     .unwrap();
-                let inc = incremental_unreachable(&wh, &table, &after, expired)
+                let inc = incremental_unreachable(&wh, &table, &after, expired, &[])
                     .await
                     .unwrap()
                     .expect("a single line of history goes the incremental way");
@@ -790,7 +803,7 @@ mod tests {
                 let middle = [line[1]];
                 let after = expired_away(&table, &middle);
                 assert!(
-                    incremental_unreachable(&wh, &table, &after, &middle)
+                    incremental_unreachable(&wh, &table, &after, &middle, &[])
                         .await
                         .unwrap()
                         .is_none(),

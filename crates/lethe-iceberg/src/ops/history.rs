@@ -200,7 +200,7 @@ pub async fn purge_history(
     report.expire.committed = true;
     if let Some(before) = action.before {
         report.expire.files_deleted =
-            expire::delete_unreachable(wh, &before, &c.table, &report.expire.expired).await?;
+            expire::delete_unreachable(wh, &before, &c.table, &report.expire.expired, &[]).await?;
     }
     Ok(report)
 }

@@ -234,9 +234,10 @@ struct Action<'a> {
     spec: &'a RowRewrite,
     dry_run: bool,
     report: RewriteReport,
-    /// With a history purge: the table as the planned commit leaves it (before its expiry),
-    /// for deleting the files only expired snapshots reached.
-    purged_from: Option<LoadedTable>,
+    /// With a history purge: the table as the planned commit leaves it (before its expiry)
+    /// and the files the commit removes (its manifests don't list them), for deleting the
+    /// files only expired snapshots reached.
+    purged_from: Option<(LoadedTable, Vec<String>)>,
 }
 
 /// The live data files (normalized locations) of `table` that may hold rows `predicate`
@@ -609,6 +610,7 @@ impl TableAction for Action<'_> {
         }
         changes.summary = self.spec.summary.clone();
         changes.drop_removed = self.spec.history.is_some();
+        let unlisted: Vec<String> = changes.removed.iter().cloned().collect();
         let mut planned = produce_written(wh, table, changes).await?;
         if let Some(purge) = &self.spec.history {
             let expiry = applied(table, &planned.updates).and_then(|after| {
@@ -632,7 +634,7 @@ impl TableAction for Action<'_> {
                 },
                 expire,
             });
-            self.purged_from = Some(after);
+            self.purged_from = Some((after, unlisted));
         }
         Ok(Some(planned))
     }
@@ -776,12 +778,13 @@ pub async fn rewrite_rows(
         (Some(c), purge) => {
             report.snapshot_id = c.snapshot_id;
             report.attempts = c.attempts;
-            if let (Some(_), Some(before), Some(h)) =
+            if let (Some(_), Some((before, unlisted)), Some(h)) =
                 (purge, action.purged_from, report.history.as_mut())
             {
                 h.expire.committed = true;
                 h.expire.files_deleted =
-                    expire::delete_unreachable(wh, &before, &c.table, &h.expire.expired).await?;
+                    expire::delete_unreachable(wh, &before, &c.table, &h.expire.expired, &unlisted)
+                        .await?;
             }
         }
         (None, Some(purge)) => {

@@ -144,6 +144,10 @@ mod tests {
                 "field {w:?}"
             );
         }
-        assert_eq!(words.len(), 19_608, "every word of up to 5 of the 7 characters");
+        assert_eq!(
+            words.len(),
+            19_608,
+            "every word of up to 5 of the 7 characters"
+        );
     }
 }

@@ -87,8 +87,7 @@ impl Reads {
         wants: &[(String, String, Vec<Value>)],
     ) -> Result<()> {
         use futures::{StreamExt, TryStreamExt};
-        let mut todo: Vec<((String, String, Vec<String>), Arc<LoadedTable>, Predicate)> =
-            Vec::new();
+        let mut todo: Vec<(Selection, Arc<LoadedTable>, Predicate)> = Vec::new();
         for (table, column, values) in wants {
             let key = Self::key(table, column, values);
             if values.is_empty()

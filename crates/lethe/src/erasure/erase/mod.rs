@@ -454,14 +454,16 @@ async fn run_steps(
         .iter()
         .map(|i| journal.steps[*i].table.clone())
         .collect();
-    let changed = cleanup::changed_tables(journal);
-    let n = changed.len();
-    for t in changed {
+    for t in cleanup::changed_tables(journal) {
         if !cleanup::phase_done(journal, &t, "history") && !purged.contains(&t) {
             touches.push(Touch::table(&t));
             pieces.push(Piece::History(t));
         }
     }
+    let n = pieces
+        .iter()
+        .filter(|p| matches!(p, Piece::History(_)))
+        .count();
     let steps = journal.steps.clone();
     let mut history_at = 0;
     schedule::run_ordered(

@@ -14,7 +14,7 @@
 use std::collections::{HashMap, HashSet};
 
 use arrow::array::{RecordBatch, UInt32Array};
-use arrow::row::{OwnedRow, RowConverter, SortField};
+use arrow::row::{RowConverter, Rows, SortField};
 
 use crate::error::Result;
 use crate::read::read_data_file;
@@ -82,12 +82,17 @@ pub async fn changed_rows(wh: &Warehouse, table: &LoadedTable, from: i64) -> Res
             )));
         }
     };
-    // Per distinct row: removed minus added copies, and where its first copy is.
-    let mut count: HashMap<OwnedRow, (i64, usize, u32)> = HashMap::new();
-    for (bi, (sign, b)) in batches.iter().enumerate() {
-        let rows = converter.convert_columns(b.columns())?;
+    // Per distinct row (its encoded bytes, borrowed from the converted batches): removed
+    // minus added copies, and where its first copy is.
+    let converted: Vec<Rows> = batches
+        .iter()
+        .map(|(_, b)| converter.convert_columns(b.columns()))
+        .collect::<std::result::Result<_, _>>()?;
+    let total: usize = converted.iter().map(Rows::num_rows).sum();
+    let mut count: HashMap<&[u8], (i64, usize, u32)> = HashMap::with_capacity(total);
+    for (bi, ((sign, _), rows)) in batches.iter().zip(&converted).enumerate() {
         for (ri, row) in rows.iter().enumerate() {
-            count.entry(row.owned()).or_insert((0, bi, ri as u32)).0 += sign;
+            count.entry(row.data()).or_insert((0, bi, ri as u32)).0 += sign;
         }
     }
     let mut picked: Vec<Vec<u32>> = vec![Vec::new(); batches.len()];

@@ -381,52 +381,50 @@ fn data_file(
     };
     let record_count = count("record_count")?;
     let file_size_in_bytes = count("file_size_in_bytes")?;
-    let counts = |name: &str| -> Result<HashMap<i32, u64>> {
-        let mut m = HashMap::new();
-        if let Some(list) = items(field(df, name)) {
-            for item in list {
+    // A map the spec keys by field id, written as an array of `{key, value}` records.
+    let pairs = |name: &str| -> Result<Vec<(i32, &Value)>> {
+        let Some(list) = items(field(df, name)) else {
+            return match field(df, name) {
+                None => Ok(Vec::new()),
+                Some(_) => Err(bad(name)),
+            };
+        };
+        list.iter()
+            .map(|item| {
                 let Value::Record(kv) = item else {
                     return Err(bad(name));
                 };
                 let k = field(kv, "key").and_then(as_i32).ok_or_else(|| bad(name))?;
-                let v = field(kv, "value")
-                    .and_then(as_i64)
-                    .ok_or_else(|| bad(name))?;
-                // Counts are never negative: a negative one is skipped, as the crate does.
-                if let Ok(v) = u64::try_from(v) {
-                    m.insert(k, v);
-                }
+                Ok((k, field(kv, "value").ok_or_else(|| bad(name))?))
+            })
+            .collect()
+    };
+    let counts = |name: &str| -> Result<HashMap<i32, u64>> {
+        let mut m = HashMap::new();
+        for (k, v) in pairs(name)? {
+            let v = as_i64(v).ok_or_else(|| bad(name))?;
+            // Counts are never negative: a negative one is skipped, as the crate does.
+            if let Ok(v) = u64::try_from(v) {
+                m.insert(k, v);
             }
-        } else if field(df, name).is_some() {
-            return Err(bad(name));
         }
         Ok(m)
     };
     let schema: &Schema = &parsed.metadata.schema;
     let bounds = |name: &str| -> Result<HashMap<i32, Datum>> {
         let mut m = HashMap::new();
-        if let Some(list) = items(field(df, name)) {
-            for item in list {
-                let Value::Record(kv) = item else {
-                    return Err(bad(name));
-                };
-                let k = field(kv, "key").and_then(as_i32).ok_or_else(|| bad(name))?;
-                let v = field(kv, "value")
-                    .and_then(bytes_of)
-                    .ok_or_else(|| bad(name))?;
-                let found = schema
-                    .field_by_id(k)
-                    .or_else(|| iceberg::metadata_columns::get_metadata_field(k).ok());
-                // A bound of a field neither the schema nor the reserved columns know (a
-                // dropped column) is skipped, as the crate does.
-                let Some(f) = found else { continue };
-                let t = f.field_type.as_primitive_type().ok_or_else(|| {
-                    invalid(path, format!("field {} is not a primitive type", f.name))
-                })?;
-                m.insert(k, Datum::try_from_bytes(v, t.clone())?);
-            }
-        } else if field(df, name).is_some() {
-            return Err(bad(name));
+        for (k, v) in pairs(name)? {
+            let v = bytes_of(v).ok_or_else(|| bad(name))?;
+            let found = schema
+                .field_by_id(k)
+                .or_else(|| iceberg::metadata_columns::get_metadata_field(k).ok());
+            // A bound of a field neither the schema nor the reserved columns know (a dropped
+            // column) is skipped, as the crate does.
+            let Some(f) = found else { continue };
+            let t = f.field_type.as_primitive_type().ok_or_else(|| {
+                invalid(path, format!("field {} is not a primitive type", f.name))
+            })?;
+            m.insert(k, Datum::try_from_bytes(v, t.clone())?);
         }
         Ok(m)
     };

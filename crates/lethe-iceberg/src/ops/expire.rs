@@ -111,6 +111,28 @@ fn prop_i64(table: &LoadedTable, key: &str) -> Result<Option<i64>> {
 /// What expiry keeps (snapshot id -> reason), expires (snapshot ids), and which refs it drops.
 pub type Selection = (BTreeMap<i64, String>, Vec<i64>, Vec<String>);
 
+impl ExpireReport {
+    /// The report of an expiry of `table` planned as `selection` says, before it commits
+    /// (`files_deleted` 0, `committed` false).
+    pub(crate) fn planned(table: &LoadedTable, selection: Selection) -> Self {
+        let (keep, expired, refs_removed) = selection;
+        ExpireReport {
+            table: table.name.to_string(),
+            expired,
+            kept: keep
+                .into_iter()
+                .map(|(snapshot_id, reason)| Kept {
+                    snapshot_id,
+                    reason,
+                })
+                .collect(),
+            refs_removed,
+            files_deleted: 0,
+            committed: false,
+        }
+    }
+}
+
 /// Decides which snapshots to keep (with reasons) and which refs expire.
 pub fn select(table: &LoadedTable, cutoff: Cutoff, now: DateTime<Utc>) -> Result<Selection> {
     let meta = &table.metadata;
@@ -288,26 +310,14 @@ struct Action<'a> {
 impl TableAction for Action<'_> {
     async fn plan(&mut self, _wh: &Warehouse, table: &LoadedTable) -> Result<Option<ActionCommit>> {
         check_gc(table)?;
-        let (keep, expired, refs_removed) = select(table, self.options.cutoff, self.clock.now())?;
-        self.report = ExpireReport {
-            table: table.name.to_string(),
-            expired: expired.clone(),
-            kept: keep
-                .into_iter()
-                .map(|(snapshot_id, reason)| Kept {
-                    snapshot_id,
-                    reason,
-                })
-                .collect(),
-            refs_removed: refs_removed.clone(),
-            files_deleted: 0,
-            committed: false,
-        };
+        self.report =
+            ExpireReport::planned(table, select(table, self.options.cutoff, self.clock.now())?);
+        let (expired, refs_removed) = (&self.report.expired, &self.report.refs_removed);
         self.before = Some(table.clone());
         if (expired.is_empty() && refs_removed.is_empty()) || self.options.dry_run {
             return Ok(None);
         }
-        let updates = expiry_updates(table, &expired, &refs_removed);
+        let updates = expiry_updates(table, expired, refs_removed);
         Ok(Some(ActionCommit {
             updates,
             requirements: vec![

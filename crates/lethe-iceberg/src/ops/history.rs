@@ -30,7 +30,7 @@ use crate::catalog::{TableChange, TableName, apply_change};
 use crate::clock::Clock;
 use crate::commit::{ActionCommit, TableAction, commit};
 use crate::error::Result;
-use crate::ops::expire::{self, Cutoff, ExpireReport, Kept};
+use crate::ops::expire::{self, Cutoff, ExpireReport};
 use crate::ops::manifests::{ManifestsReport, count_deleted_entries, replace_snapshot};
 use crate::table::{LoadedTable, Warehouse};
 
@@ -135,25 +135,14 @@ pub(crate) fn plan_expiry(
     now: DateTime<Utc>,
     planned: &mut ActionCommit,
 ) -> Result<ExpireReport> {
-    let (keep, expired, refs_removed) = expire::select(after, cutoff, now)?;
-    planned
-        .updates
-        .extend(expire::expiry_updates(after, &expired, &refs_removed));
+    let report = ExpireReport::planned(after, expire::select(after, cutoff, now)?);
+    planned.updates.extend(expire::expiry_updates(
+        after,
+        &report.expired,
+        &report.refs_removed,
+    ));
     planned.trim_metadata_log = true;
-    Ok(ExpireReport {
-        table: after.name.to_string(),
-        expired,
-        kept: keep
-            .into_iter()
-            .map(|(snapshot_id, reason)| Kept {
-                snapshot_id,
-                reason,
-            })
-            .collect(),
-        refs_removed,
-        files_deleted: 0,
-        committed: false,
-    })
+    Ok(report)
 }
 
 /// The table as `updates` leave it (nothing written or committed).

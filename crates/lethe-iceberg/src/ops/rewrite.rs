@@ -12,9 +12,9 @@
 //!   and equality deletes are applied by the spec's sequence-number rules, so counts, selected
 //!   rows and rewrites see live rows only.
 //! - A table with a sort order keeps it: each rewritten file's rows are written sorted by it
-//!   (a file whose entry records the order and that only loses rows is already sorted and is
-//!   not sorted again) into a file of their own (so a table clustered by a column keeps its narrow bounds), and
-//!   the new files record the order's id ([`crate::sort`]).
+//!   into a file of their own (so a table clustered by a column keeps its narrow bounds), and
+//!   the new files record the order's id ([`crate::sort`]); a file whose entry records the
+//!   order and that only loses rows is already sorted and is not sorted again.
 //! - A file with no matching row is left as it is (carried as `EXISTING` only if its manifest
 //!   is rewritten anyway). A file whose rows all match (or are already deleted) is dropped
 //!   without writing anything. Any other affected file is rewritten with its live rows minus
@@ -321,7 +321,7 @@ impl TableAction for Action<'_> {
         self.spec.predicate.check(&schema, &tname)?;
         self.purged_from = None;
         if self.spec.history.is_some() {
-            crate::ops::expire::check_gc(table)?;
+            expire::check_gc(table)?;
         }
         let mut nulled: Vec<FieldPath> = Vec::new();
         if let RowChange::SetNull(cols) = &self.spec.change {
@@ -610,7 +610,11 @@ impl TableAction for Action<'_> {
         }
         changes.summary = self.spec.summary.clone();
         changes.drop_removed = self.spec.history.is_some();
-        let unlisted: Vec<String> = changes.removed.iter().cloned().collect();
+        let unlisted: Vec<String> = if changes.drop_removed {
+            changes.removed.iter().cloned().collect()
+        } else {
+            Vec::new()
+        };
         let mut planned = produce_written(wh, table, changes).await?;
         if let Some(purge) = &self.spec.history {
             let expiry = applied(table, &planned.updates).and_then(|after| {
@@ -774,33 +778,28 @@ pub async fn rewrite_rows(
     if report.table.is_empty() {
         report.table = name.to_string();
     }
-    match (committed, &spec.history) {
-        (Some(c), purge) => {
-            report.snapshot_id = c.snapshot_id;
-            report.attempts = c.attempts;
-            if let (Some(_), Some((before, unlisted)), Some(h)) =
-                (purge, action.purged_from, report.history.as_mut())
-            {
-                h.expire.committed = true;
-                h.expire.files_deleted =
-                    expire::delete_unreachable(wh, &before, &c.table, &h.expire.expired, &unlisted)
-                        .await?;
-            }
+    if let Some(c) = committed {
+        report.snapshot_id = c.snapshot_id;
+        report.attempts = c.attempts;
+        // The commit carried a history purge: the files only expired snapshots reached go.
+        if let (Some((before, unlisted)), Some(h)) = (action.purged_from, report.history.as_mut()) {
+            h.expire.committed = true;
+            h.expire.files_deleted =
+                expire::delete_unreachable(wh, &before, &c.table, &h.expire.expired, &unlisted)
+                    .await?;
         }
-        (None, Some(purge)) => {
-            // Nothing to change: the history is purged on its own.
-            report.history = Some(
-                purge_history(
-                    wh,
-                    name,
-                    purge.cutoff,
-                    spec.summary.clone(),
-                    purge.clock.as_ref(),
-                )
-                .await?,
-            );
-        }
-        (None, None) => {}
+    } else if let Some(purge) = &spec.history {
+        // Nothing to change: the history is purged on its own.
+        report.history = Some(
+            purge_history(
+                wh,
+                name,
+                purge.cutoff,
+                spec.summary.clone(),
+                purge.clock.as_ref(),
+            )
+            .await?,
+        );
     }
     Ok(report)
 }

@@ -450,12 +450,9 @@ async fn run_steps(
             purging.insert(*i);
         }
     }
-    let purged: Vec<String> = purging
-        .iter()
-        .map(|i| journal.steps[*i].table.clone())
-        .collect();
     for t in cleanup::changed_tables(journal) {
-        if !cleanup::phase_done(journal, &t, "history") && !purged.contains(&t) {
+        let purged = purging.iter().any(|i| journal.steps[*i].table == t);
+        if !cleanup::phase_done(journal, &t, "history") && !purged {
             touches.push(Touch::table(&t));
             pieces.push(Piece::History(t));
         }
@@ -518,9 +515,6 @@ fn record_step(
         progress(&format!("{} {}: {h}", s.action, s.table));
     }
     let table = s.table.clone();
-    if landed.history.is_some() {
-        progress(&format!("cleanup history {table}: in the step's commit"));
-    }
     s.recompute = landed.how;
     s.started_at = Some(landed.started_at);
     s.finished_at = Some(landed.finished_at);
@@ -530,6 +524,7 @@ fn record_step(
     }
     s.done = true;
     if let Some(counts) = &landed.history {
+        progress(&format!("cleanup history {table}: in the step's commit"));
         cleanup::record_phase(journal, &table, "history", counts);
     }
     save_journal(ws, journal)?;

@@ -655,6 +655,77 @@ async fn preparing_an_erasure_reads_each_selection_once() {
     assert!(case.values.iter().any(|v| v.kind == "email"));
     assert!(case.rows.get("crm.learners") == Some(&1), "{:?}", case.rows);
     assert!(case.rows.get("learning.events").is_some_and(|n| *n > 0));
+    // Each row step costs the bytes of the files holding the learner's rows (what the
+    // schedule starts first by), counted here by reading every data file of the table.
+    assert_eq!(prepared.costs.len(), prepared.steps.len());
+    for (s, cost) in prepared.steps.iter().zip(&prepared.costs) {
+        if s.column.as_deref() != Some("learner_id") || s.values != [Value::Int(3590)] {
+            continue;
+        }
+        let t = ws
+            .warehouse
+            .load(&TableName::parse(&s.table).unwrap())
+            .await
+            .unwrap();
+        let mut holding = 0;
+        let mut total = 0;
+        for f in ws.warehouse.current_files(&t).await.unwrap() {
+            if !f.is_data() {
+                continue;
+            }
+            let df = &f.entry.data_file;
+            total += df.file_size_in_bytes();
+            let path = lethe_iceberg::store::normalize_local(df.file_path()).unwrap();
+            let rows = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+                std::fs::File::open(path).unwrap(),
+            )
+            .unwrap()
+            .build()
+            .unwrap();
+            let mut holds = false;
+            for b in rows {
+                let b = b.unwrap();
+                let c = arrow::compute::cast(
+                    b.column_by_name("learner_id").unwrap(),
+                    &arrow::datatypes::DataType::Int64,
+                )
+                .unwrap();
+                let c = c
+                    .as_any()
+                    .downcast_ref::<arrow::array::Int64Array>()
+                    .unwrap();
+                holds |= c.iter().any(|v| v == Some(3590));
+            }
+            if holds {
+                holding += df.file_size_in_bytes();
+            }
+        }
+        assert_eq!(*cost, holding, "{}: {cost} of {total} bytes", s.table);
+        assert!(*cost > 0, "{} holds the learner's rows", s.table);
+    }
+    let events = prepared
+        .steps
+        .iter()
+        .position(|s| s.table == "learning.events")
+        .unwrap();
+    assert!(
+        prepared.costs[events] < {
+            let t = ws
+                .warehouse
+                .load(&TableName::parse("learning.events").unwrap())
+                .await
+                .unwrap();
+            ws.warehouse
+                .current_files(&t)
+                .await
+                .unwrap()
+                .iter()
+                .filter(|f| f.is_data())
+                .map(|f| f.entry.data_file.file_size_in_bytes())
+                .sum::<u64>()
+        },
+        "only the files holding the learner count"
+    );
 }
 
 /// Issue 18: an erasure's RECOMPUTE reruns a pipeline only when something it reads changed:

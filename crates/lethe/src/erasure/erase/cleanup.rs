@@ -115,6 +115,7 @@ pub(super) async fn clean_up(
         let touches: Vec<Touch> = todo.iter().map(|(_, t)| Touch::table(t)).collect();
         let done = run_ordered(
             &touches,
+            &[],
             cores(),
             |j| {
                 let (k, table) = todo[j];
@@ -218,6 +219,7 @@ pub(crate) async fn clean_tables(
         }
         run_ordered(
             &touches,
+            &[],
             cores(),
             |k| {
                 progress(&format!("cleanup {phase} {}/{n} {}", k + 1, tables[k]));

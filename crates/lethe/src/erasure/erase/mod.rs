@@ -219,11 +219,12 @@ async fn erase_planned(
 ) -> Result<EraseReport> {
     let batch = batch_id(requests);
 
-    // 1. Planned: the plan, the preflight, case files and the journal.
-    let mut journal = match existing {
+    // 1. Planned: the plan, the preflight, case files and the journal (a resumed journal
+    // runs its steps in the plan's order: its costs are not known without reading again).
+    let (mut journal, costs) = match existing {
         Some(j) => {
             progress(&format!("resuming erasure {batch}"));
-            j
+            (j, Vec::new())
         }
         None => match plan_erasure(ws, gov, requests, opts, key, day, progress).await? {
             Planned::DryRun(j) => {
@@ -233,7 +234,7 @@ async fn erase_planned(
                     dry_run: true,
                 });
             }
-            Planned::Journal(j) => *j,
+            Planned::Journal(j, costs) => (*j, costs),
         },
     };
     if opts.dry_run {
@@ -264,7 +265,7 @@ async fn erase_planned(
     // The warehouse's sources, deleted and probed clean before anything loaded from them.
     stores::delete_stores(ws, &mut journal, true, progress).await?;
     // 3. The plan's steps, in order.
-    run_steps(ws, &mut journal, &tag, progress).await?;
+    run_steps(ws, &mut journal, &costs, &tag, progress).await?;
     // 4. Cleanup of every table the erasure changed.
     cleanup::clean_up(ws, &mut journal, &tag, progress).await?;
     // The stores built from the warehouse (and the others), then every store probed.
@@ -405,9 +406,14 @@ fn register_requests(ws: &Workspace, journal: &mut Journal, key: &RegisterKey) -
 /// later reads is cleaned up while the others' steps still run. A step that landed but was not
 /// recorded (a crash) matches nothing when resumed and commits nothing; a history phase run
 /// again commits only what is still to do.
+///
+/// Of the pieces free to start, the one heading the costliest chain starts first: a step
+/// costs `costs[i]` (journal step `i`: the bytes of the files it rewrites), a RECOMPUTE the
+/// sum of the pieces it waits for (it reads what they changed), a history piece nothing.
 async fn run_steps(
     ws: &Workspace,
     journal: &mut Journal,
+    costs: &[u64],
     tag: &str,
     progress: &dyn Fn(&str),
 ) -> Result<()> {
@@ -461,10 +467,22 @@ async fn run_steps(
         .iter()
         .filter(|p| matches!(p, Piece::History(_)))
         .count();
+    let waits = schedule::waits(&touches);
+    let mut piece_costs: Vec<u64> = Vec::with_capacity(pieces.len());
+    for (k, piece) in pieces.iter().enumerate() {
+        piece_costs.push(match piece {
+            Piece::Step(i) if journal.steps[*i].action == Action::Recompute => {
+                waits[k].iter().map(|&w| piece_costs[w]).sum()
+            }
+            Piece::Step(i) => costs.get(*i).copied().unwrap_or(0),
+            Piece::History(_) => 0,
+        });
+    }
     let steps = journal.steps.clone();
     let mut history_at = 0;
     schedule::run_ordered(
         &touches,
+        &piece_costs,
         schedule::cores(),
         |k| -> Result<BoxFuture<'static, Result<Outcome>>> {
             Ok(match &pieces[k] {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use arrow::array::RecordBatch;
 use chrono::Utc;
 use lethe_iceberg::catalog::TableName;
-use lethe_iceberg::ops::rewrite::select_rows;
+use lethe_iceberg::ops::rewrite::{candidate_files, select_rows};
 use lethe_iceberg::predicate::{Predicate, Value};
 use lethe_iceberg::table::{LoadedTable, Warehouse};
 
@@ -121,6 +121,38 @@ impl Reads {
             self.rows.insert(key, Arc::new(rows));
         }
         Ok(())
+    }
+
+    /// The bytes of `table`'s data files that hold rows with `column IN values`: the files a
+    /// copy-on-write step on them rewrites (a file the statistics can't rule out and that
+    /// can't be searched by its columns counts whole). From what [`Reads::prefetch`] already
+    /// read: the candidates and each file's matching rows are kept by the warehouse.
+    async fn bytes_holding(
+        &mut self,
+        wh: &Warehouse,
+        table: &str,
+        column: &str,
+        values: &[Value],
+    ) -> Result<u64> {
+        if values.is_empty() {
+            return Ok(0);
+        }
+        let t = self.table(wh, table).await?;
+        let predicate = Predicate::is_in(column.to_string(), values.to_vec());
+        let wanted = candidate_files(wh, &t, &predicate).await?;
+        let schema = t.metadata.current_schema();
+        let mut bytes = 0;
+        for f in wh.current_files(&t).await?.iter().filter(|f| f.is_data()) {
+            let path = f.entry.data_file.file_path();
+            if !wanted.contains(&wh.store.normalize(path)?) {
+                continue;
+            }
+            match wh.matching_rows(path, schema, &predicate)? {
+                Some(m) if m.positions.is_empty() => {}
+                _ => bytes += f.entry.data_file.file_size_in_bytes(),
+            }
+        }
+        Ok(bytes)
     }
 
     /// The live rows of `table` with `column IN values` (read once per distinct set).
@@ -319,8 +351,8 @@ fn column_values_aligned(
 pub(super) enum Planned {
     /// A dry run: the journal as it would be, nothing written.
     DryRun(Box<Journal>),
-    /// The journal, written with the case files.
-    Journal(Box<Journal>),
+    /// The journal, written with the case files, and each step's cost ([`Prepared::costs`]).
+    Journal(Box<Journal>, Vec<u64>),
 }
 
 /// What an erasure knows before it changes anything.
@@ -335,6 +367,9 @@ pub struct Prepared {
     /// How many selections of each table's rows were read from storage while preparing
     /// (each distinct `column IN values` selection once, however often it is asked for).
     pub reads: BTreeMap<String, usize>,
+    /// Per journal step, the bytes of the data files it rewrites as the tables are now (0 for
+    /// steps that select no rows): what the erasure schedules its steps by.
+    pub costs: Vec<u64>,
 }
 
 /// Plans, resolves values and collects every request's traces. Reads only; refuses nothing
@@ -379,6 +414,17 @@ pub async fn prepare(
     trace_ids(&p, &attributed, &mut cases);
     trace_root_values(ws, &mut reads, &subject, &ids, &mut cases).await?;
     let steps = journal_steps(ws, &mut reads, &p, &flat, &attributed, &mut cases).await?;
+    let mut costs = Vec::with_capacity(steps.len());
+    for s in &steps {
+        costs.push(match &s.column {
+            Some(col) if matches!(s.action, Action::Delete | Action::Rewrite) => {
+                reads
+                    .bytes_holding(&ws.warehouse, &s.table, col, &s.values)
+                    .await?
+            }
+            _ => 0,
+        });
+    }
     for c in &mut cases {
         c.values.sort();
         c.values.dedup();
@@ -392,6 +438,7 @@ pub async fn prepare(
         steps,
         cases,
         reads: reads.counts,
+        costs,
     })
 }
 
@@ -664,6 +711,7 @@ pub(super) async fn plan_erasure(
         plan: mut p,
         mut steps,
         cases,
+        costs,
         ..
     } = prepare(ws, gov, requests, Some(key), progress).await?;
     // Legal holds in force on the day: their steps are HELD, the rest is carried out.
@@ -748,5 +796,5 @@ pub(super) async fn plan_erasure(
     }
     save_journal(ws, &journal)?;
     durable_step("planned");
-    Ok(Planned::Journal(Box::new(journal)))
+    Ok(Planned::Journal(Box::new(journal), costs))
 }

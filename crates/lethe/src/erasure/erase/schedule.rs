@@ -6,6 +6,12 @@
 //! table (a pipeline whose inputs can't be told) conflicts with every piece that writes one.
 //! Pieces are listed in the plan's order, and a piece only ever waits for earlier ones, so the
 //! earliest piece not yet started can always start once what runs now has landed.
+//!
+//! Among the pieces free to start, the one heading the costliest chain starts first (its own
+//! cost plus the costliest chain of the pieces that wait for it: list scheduling by "upward
+//! rank", as HEFT does), ties in the plan's order. The cost is what the caller expects a piece
+//! to take (an erasure gives the bytes of the files a step rewrites): the longest rewrite no
+//! longer waits behind short ones for a core while the other core idles at the end.
 
 use std::collections::BTreeSet;
 
@@ -85,27 +91,46 @@ pub(super) fn waits(touches: &[Touch]) -> Vec<Vec<usize>> {
         .collect()
 }
 
+/// Each piece's upward rank: its cost plus the largest rank of the pieces that wait for it.
+pub(super) fn ranks(waits: &[Vec<usize>], costs: &[u64]) -> Vec<u64> {
+    let mut rank: Vec<u64> = (0..waits.len())
+        .map(|j| costs.get(j).copied().unwrap_or(0))
+        .collect();
+    // A piece waits only for earlier ones: from the last piece back, every waiter is final.
+    for j in (0..waits.len()).rev() {
+        for &i in &waits[j] {
+            rank[i] = rank[i].max(costs.get(i).copied().unwrap_or(0).saturating_add(rank[j]));
+        }
+    }
+    rank
+}
+
 /// Runs the pieces `touches` lists, each as a task of its own started by `start` once every
 /// piece it waits for ([`waits`]) has landed and been recorded, at most `cores` at once, the
-/// earliest ready piece first; `record` is called here, one piece at a time, as each lands.
+/// ready piece of the highest [`ranks`] by `costs` first (a missing cost is 0; ties in list
+/// order); `record` is called here, one piece at a time, as each lands.
 ///
 /// After a piece fails (or `record` does) nothing more starts; the pieces running then run to
 /// their end and those that land are recorded; the first error is returned. A panic in a piece
 /// is resumed here.
 pub(super) async fn run_ordered<T: Send + 'static>(
     touches: &[Touch],
+    costs: &[u64],
     cores: usize,
     mut start: impl FnMut(usize) -> Result<BoxFuture<'static, Result<T>>>,
     mut record: impl FnMut(usize, T) -> Result<()>,
 ) -> Result<()> {
     let waits = waits(touches);
+    let rank = ranks(&waits, costs);
+    let mut order: Vec<usize> = (0..touches.len()).collect();
+    order.sort_by_key(|&j| (std::cmp::Reverse(rank[j]), j));
     let mut landed = vec![false; touches.len()];
     let mut started = vec![false; touches.len()];
     let mut running = FuturesUnordered::new();
     let mut failed: Option<Error> = None;
     loop {
         if failed.is_none() {
-            for j in 0..touches.len() {
+            for &j in &order {
                 if running.len() >= cores.max(1) {
                     break;
                 }
@@ -206,11 +231,22 @@ mod tests {
         cores: usize,
         fail: Option<usize>,
     ) -> (Result<()>, Vec<String>, Vec<usize>) {
+        costed_run(touches, &[], cores, fail).await
+    }
+
+    /// [`logged_run`] with costs for the schedule.
+    async fn costed_run(
+        touches: &[Touch],
+        costs: &[u64],
+        cores: usize,
+        fail: Option<usize>,
+    ) -> (Result<()>, Vec<String>, Vec<usize>) {
         let log = Arc::new(Mutex::new(Vec::new()));
         let mut recorded = Vec::new();
         let l = log.clone();
         let r = run_ordered(
             touches,
+            costs,
             cores,
             move |j| {
                 let log = l.clone();
@@ -294,5 +330,36 @@ mod tests {
             !log.iter().any(|l| l == "start 2" || l == "start 3"),
             "{log:?}"
         );
+    }
+
+    #[test]
+    fn a_piece_ranks_by_its_cost_and_the_costliest_chain_waiting_for_it() {
+        // 0 writes a (cost 1), 1 reads a into c (10), 2 writes b (5), 3 nothing (0).
+        let touches = [
+            Touch::table("a"),
+            reads(&["a"], "c"),
+            Touch::table("b"),
+            Touch::nothing(),
+        ];
+        assert_eq!(ranks(&waits(&touches), &[1, 10, 5, 0]), vec![11, 10, 5, 0]);
+        // Without costs, every rank is 0: the plan's order.
+        assert_eq!(ranks(&waits(&touches), &[]), vec![0, 0, 0, 0]);
+    }
+
+    #[tokio::test]
+    async fn the_costliest_ready_piece_starts_first_and_a_chain_counts_whole() {
+        // One core. 0 and 1 are cheap, 2 is costly: 2 starts first, then in the plan's order.
+        let touches = [Touch::table("a"), Touch::table("b"), Touch::table("c")];
+        let (r, log, _) = costed_run(&touches, &[1, 1, 10], 1, None).await;
+        r.unwrap();
+        let starts: Vec<&String> = log.iter().filter(|l| l.starts_with("start")).collect();
+        assert_eq!(starts, ["start 2", "start 0", "start 1"], "{log:?}");
+        // 1 (cost 3) heads a chain to 2 (cost 10): it starts before 0 (cost 5), and 2, ready
+        // once 1 landed, before 0 too.
+        let touches = [Touch::table("a"), Touch::table("b"), reads(&["b"], "c")];
+        let (r, log, _) = costed_run(&touches, &[5, 3, 10], 1, None).await;
+        r.unwrap();
+        let starts: Vec<&String> = log.iter().filter(|l| l.starts_with("start")).collect();
+        assert_eq!(starts, ["start 1", "start 2", "start 0"], "{log:?}");
     }
 }

@@ -296,11 +296,29 @@ pub async fn session_restricted(
 /// query doesn't parse, or names a table without its namespace). A session for the query
 /// needs only these: DataFusion resolves exactly the statement's table references when it
 /// plans it.
-fn tables_named(ctx: &SessionContext, sql: &str) -> Option<std::collections::BTreeSet<String>> {
-    let state = ctx.state();
-    let dialect = state.config().options().sql_parser.dialect;
-    let statement = state.sql_to_statement(sql, &dialect).ok()?;
-    let refs = state.resolve_table_references(&statement).ok()?;
+fn tables_named(sql: &str) -> Option<std::collections::BTreeSet<String>> {
+    // Parsed as a `SessionContext::new()` would (its dialect, recursion limit and identifier
+    // normalisation), without building one: a session registers every built-in function,
+    // which costs milliseconds each time the tables are asked for.
+    let config = datafusion::prelude::SessionConfig::new();
+    let options = &config.options().sql_parser;
+    let dialect = datafusion::sql::sqlparser::dialect::dialect_from_str(options.dialect)?;
+    let mut statements = datafusion::sql::parser::DFParserBuilder::new(sql)
+        .with_dialect(dialect.as_ref())
+        .with_recursion_limit(options.recursion_limit)
+        .build()
+        .ok()?
+        .parse_statements()
+        .ok()?;
+    if statements.len() != 1 {
+        return None;
+    }
+    let statement = statements.pop_front()?;
+    let (refs, _) = datafusion::sql::resolve::resolve_table_references(
+        &statement,
+        options.enable_ident_normalization,
+    )
+    .ok()?;
     let mut out = std::collections::BTreeSet::new();
     for r in refs {
         match r {
@@ -370,7 +388,7 @@ impl Pipeline {
         if !crate::requests::scope::Restrictions::active(&ws.config.paths.state)?.is_empty() {
             return Ok(None);
         }
-        Ok(tables_named(&SessionContext::new(), &self.sql))
+        Ok(tables_named(&self.sql))
     }
 }
 
@@ -385,7 +403,7 @@ pub async fn run_with(
     p: &Pipeline,
     extra: BTreeMap<String, String>,
 ) -> Result<PipelineRun> {
-    let named = tables_named(&SessionContext::new(), &p.sql);
+    let named = tables_named(&p.sql);
     let restrictions = crate::requests::scope::Restrictions::active(&ws.config.paths.state)?;
     let inputs = inputs_read(ws, p, named.as_ref(), &restrictions).await?;
     run_over(ws, p, extra, named, restrictions, inputs).await
@@ -715,4 +733,37 @@ pub fn names(ws: &Workspace) -> Result<std::collections::BTreeSet<String>> {
         .into_iter()
         .map(|p| p.name)
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tables_named;
+
+    fn named(sql: &str) -> Option<Vec<String>> {
+        tables_named(sql).map(|s| s.into_iter().collect())
+    }
+
+    #[test]
+    fn the_tables_a_query_names_are_read_from_its_text() {
+        assert_eq!(
+            named(
+                "WITH recent AS (SELECT * FROM learning.events WHERE kind = 'view') \
+                 SELECT c.title, count(*) FROM recent r \
+                 JOIN learning.courses c ON c.course_id = r.course_id \
+                 WHERE r.learner_id IN (SELECT learner_id FROM CRM.Learners) GROUP BY c.title"
+            ),
+            // The CTE is no table; unquoted names are normalised to lower case.
+            Some(vec![
+                "crm.learners".to_string(),
+                "learning.courses".to_string(),
+                "learning.events".to_string()
+            ])
+        );
+        // A table without its namespace, two statements, or text that doesn't parse: the
+        // tables can't be told.
+        assert_eq!(named("SELECT * FROM events"), None);
+        assert_eq!(named("SELECT 1 FROM a.b; SELECT 2 FROM c.d"), None);
+        assert_eq!(named("SELEC * FROM a.b"), None);
+        assert_eq!(named("SELECT * FROM cat.a.b"), None);
+    }
 }

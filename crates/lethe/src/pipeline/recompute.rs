@@ -31,7 +31,6 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use datafusion::common::ScalarValue;
-use datafusion::prelude::SessionContext;
 use lethe_iceberg::catalog::TableName;
 use lethe_iceberg::ops::changes::{Changes, changed_rows};
 use lethe_iceberg::ops::rewrite::{RowRewrite, rewrite_rows};
@@ -53,7 +52,7 @@ pub async fn recompute(
     p: &Pipeline,
     extra: BTreeMap<String, String>,
 ) -> Result<Recomputed> {
-    let named = tables_named(&SessionContext::new(), &p.sql);
+    let named = tables_named(&p.sql);
     let restrictions = crate::requests::scope::Restrictions::active(&ws.config.paths.state)?;
     let inputs = inputs_read(ws, p, named.as_ref(), &restrictions).await?;
     let attempt = match &inputs {

@@ -307,6 +307,34 @@ fn no_stored_match(
         .is_some_and(|m| m.positions.is_empty()))
 }
 
+/// The bytes of `table`'s live data files that a copy-on-write change selecting rows by
+/// `predicate` reads and rewrites: the candidates ([`candidate_files`]) less those that
+/// provably hold no stored match, the files the change's plan skips. From what the warehouse
+/// keeps when the same selection was read before ([`select_rows`]): no file is read again.
+pub async fn bytes_to_rewrite(
+    wh: &Warehouse,
+    table: &LoadedTable,
+    predicate: &Predicate,
+) -> Result<u64> {
+    let wanted = candidate_files(wh, table, predicate).await?;
+    let schema = table.metadata.current_schema();
+    let mut bytes = 0;
+    for f in wh
+        .current_files(table)
+        .await?
+        .iter()
+        .filter(|f| f.is_data())
+    {
+        let path = f.entry.data_file.file_path();
+        if wanted.contains(&wh.store.normalize(path)?)
+            && !no_stored_match(wh, path, schema, predicate)?
+        {
+            bytes += f.entry.data_file.file_size_in_bytes();
+        }
+    }
+    Ok(bytes)
+}
+
 /// Whether a table has delete files (merge-on-read) in its current snapshot.
 pub fn has_delete_files(files: &[TrackedFile]) -> bool {
     files.iter().any(|f| !f.is_data())

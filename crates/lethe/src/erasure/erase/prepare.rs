@@ -8,7 +8,7 @@ use std::sync::Arc;
 use arrow::array::RecordBatch;
 use chrono::Utc;
 use lethe_iceberg::catalog::TableName;
-use lethe_iceberg::ops::rewrite::{candidate_files, select_rows};
+use lethe_iceberg::ops::rewrite::{bytes_to_rewrite, select_rows};
 use lethe_iceberg::predicate::{Predicate, Value};
 use lethe_iceberg::table::{LoadedTable, Warehouse};
 
@@ -123,10 +123,8 @@ impl Reads {
         Ok(())
     }
 
-    /// The bytes of `table`'s data files that hold rows with `column IN values`: the files a
-    /// copy-on-write step on them rewrites (a file the statistics can't rule out and that
-    /// can't be searched by its columns counts whole). From what [`Reads::prefetch`] already
-    /// read: the candidates and each file's matching rows are kept by the warehouse.
+    /// The bytes of the files a copy-on-write step selecting `column IN values` of `table`
+    /// rewrites ([`bytes_to_rewrite`]: from what [`Reads::prefetch`] already read).
     async fn bytes_holding(
         &mut self,
         wh: &Warehouse,
@@ -139,20 +137,7 @@ impl Reads {
         }
         let t = self.table(wh, table).await?;
         let predicate = Predicate::is_in(column.to_string(), values.to_vec());
-        let wanted = candidate_files(wh, &t, &predicate).await?;
-        let schema = t.metadata.current_schema();
-        let mut bytes = 0;
-        for f in wh.current_files(&t).await?.iter().filter(|f| f.is_data()) {
-            let path = f.entry.data_file.file_path();
-            if !wanted.contains(&wh.store.normalize(path)?) {
-                continue;
-            }
-            match wh.matching_rows(path, schema, &predicate)? {
-                Some(m) if m.positions.is_empty() => {}
-                _ => bytes += f.entry.data_file.file_size_in_bytes(),
-            }
-        }
-        Ok(bytes)
+        Ok(bytes_to_rewrite(wh, &t, &predicate).await?)
     }
 
     /// The live rows of `table` with `column IN values` (read once per distinct set).

@@ -286,6 +286,25 @@ fn as_i32(v: &Value) -> Option<i32> {
     }
 }
 
+/// An optional array field of `df`, each element converted by `conv`; `bad(name)` when the
+/// field or an element has another type.
+fn list_opt<T>(
+    df: &[(String, Value)],
+    name: &str,
+    conv: fn(&Value) -> Option<T>,
+    bad: &dyn Fn(&str) -> Error,
+) -> Result<Option<Vec<T>>> {
+    match field(df, name) {
+        None => Ok(None),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|v| conv(v).ok_or_else(|| bad(name)))
+            .collect::<Result<Vec<_>>>()
+            .map(Some),
+        Some(_) => Err(bad(name)),
+    }
+}
+
 fn bytes_of(v: &Value) -> Option<&[u8]> {
     match v {
         Value::Bytes(b) | Value::Fixed(_, b) => Some(b),
@@ -450,34 +469,18 @@ fn data_file(
             None => None,
             Some(v) => Some(bytes_of(v).ok_or_else(|| bad("key_metadata"))?.to_vec()),
         })
-        .split_offsets(match field(df, "split_offsets") {
-            None => None,
-            Some(Value::Array(a)) => Some(
-                a.iter()
-                    .map(|v| as_i64(v).ok_or_else(|| bad("split_offsets")))
-                    .collect::<Result<Vec<_>>>()?,
-            ),
-            Some(_) => return Err(bad("split_offsets")),
-        })
+        .split_offsets(list_opt(df, "split_offsets", as_i64, &bad)?)
         .partition_spec_id(parsed.metadata.partition_spec.spec_id());
     if !v1 {
-        b.equality_ids(match field(df, "equality_ids") {
-            None => None,
-            Some(Value::Array(a)) => Some(
-                a.iter()
-                    .map(|v| as_i32(v).ok_or_else(|| bad("equality_ids")))
-                    .collect::<Result<Vec<_>>>()?,
-            ),
-            Some(_) => return Err(bad("equality_ids")),
-        })
-        .first_row_id(long_opt("first_row_id")?)
-        .referenced_data_file(match field(df, "referenced_data_file") {
-            None => None,
-            Some(Value::String(s)) => Some(s.clone()),
-            Some(_) => return Err(bad("referenced_data_file")),
-        })
-        .content_offset(long_opt("content_offset")?)
-        .content_size_in_bytes(long_opt("content_size_in_bytes")?);
+        b.equality_ids(list_opt(df, "equality_ids", as_i32, &bad)?)
+            .first_row_id(long_opt("first_row_id")?)
+            .referenced_data_file(match field(df, "referenced_data_file") {
+                None => None,
+                Some(Value::String(s)) => Some(s.clone()),
+                Some(_) => return Err(bad("referenced_data_file")),
+            })
+            .content_offset(long_opt("content_offset")?)
+            .content_size_in_bytes(long_opt("content_size_in_bytes")?);
     }
     match field(df, "sort_order_id") {
         None => {}

@@ -688,6 +688,54 @@ impl TraceSet {
         }
     }
 
+    /// [`Self::page_may_hold`] for PLAIN byte-array values (`values`: each a 4-byte
+    /// little-endian length, then its bytes; nothing else): the values without their
+    /// lengths, a zero byte after each, lowercased as [`fold_for_search`] and searched.
+    /// Searched whole, the lengths (and a data page's levels before them) are arbitrary
+    /// bytes: a length of 128 or more, or a level run, made the whole page non-ASCII and
+    /// folded char by char. Each value's lowercased form is in the searched bytes, so this
+    /// finds a superset of what searching each decoded value finds (a match across two
+    /// values is possible, never a miss). `None` when the lengths don't describe `values`
+    /// exactly: the caller searches the raw bytes.
+    pub(crate) fn plain_byte_arrays_may_hold(
+        &self,
+        what: PageSearch,
+        values: &[u8],
+        scratch: &mut Vec<u8>,
+    ) -> Option<bool> {
+        let p = &self.pages;
+        let ac = match what {
+            PageSearch::Values => &p.values,
+            PageSearch::ValuesAndIds => &p.values_and_ids,
+            PageSearch::Int32 | PageSearch::Int64 => return None,
+        };
+        let Some(ac) = ac else { return Some(false) };
+        scratch.clear();
+        scratch.reserve(values.len());
+        let mut rest = values;
+        while !rest.is_empty() {
+            let (len, tail) = rest.split_first_chunk::<4>()?;
+            let len = usize::try_from(u32::from_le_bytes(*len)).ok()?;
+            if len > tail.len() {
+                return None;
+            }
+            let (value, tail) = tail.split_at(len);
+            scratch.extend_from_slice(value);
+            scratch.push(0);
+            rest = tail;
+        }
+        // The zero byte (ASCII) ends any character a value leaves unfinished, so each value
+        // folds as it would alone.
+        Some(match ascii_kind(scratch) {
+            AsciiKind::Lowercase => ac.is_match(scratch),
+            AsciiKind::Capitals => {
+                scratch.make_ascii_lowercase();
+                ac.is_match(scratch)
+            }
+            AsciiKind::NotAscii => ac.is_match(fold_chars(scratch, &mut Vec::new())),
+        })
+    }
+
     /// True when plain INT32 (`width` 4) or INT64 (8) values, `values` holding nothing else,
     /// may hold an ID of one of `columns` (the ID columns the value walk could compare this
     /// Parquet column with): each value is compared (as i32 and as u32 for INT32, the bit
@@ -947,6 +995,51 @@ mod tests {
             );
         }
         assert!(kinds.iter().all(|&k| k > 100), "every kind seen: {kinds:?}");
+    }
+
+    /// PLAIN byte-array values: a 4-byte length before each.
+    fn plain(values: &[&[u8]]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for v in values {
+            out.extend_from_slice(&u32::try_from(v.len()).unwrap().to_le_bytes());
+            out.extend_from_slice(v);
+        }
+        out
+    }
+
+    #[test]
+    fn plain_byte_arrays_are_searched_value_by_value() {
+        let ts = TraceSet::new(&[subject("Ömer.Çelik@Post.example", 3590)], 15).unwrap();
+        let mut scratch = Vec::new();
+        let mut may = |what, raw: &[u8]| ts.plain_byte_arrays_may_hold(what, raw, &mut scratch);
+        // A long value before the trace (its length byte is 0xc8, not ASCII), the trace in
+        // capitals, non-ASCII and invalid UTF-8 around.
+        let long = vec![b'x'; 200];
+        let page = plain(&[&long, "ÖMER.ÇELİK@POST.EX…".as_bytes(), &[0xff, b'a']]);
+        assert_eq!(may(PageSearch::Values, &page), Some(true));
+        assert_eq!(
+            may(
+                PageSearch::Values,
+                &plain(&[&long, b"omer.celik@post.example"])
+            ),
+            Some(false)
+        );
+        // An ID as text is searched where the column may hold IDs.
+        let ids = plain(&[b"L-0", b"3590"]);
+        assert_eq!(may(PageSearch::Values, &ids), Some(false));
+        assert_eq!(may(PageSearch::ValuesAndIds, &ids), Some(true));
+        // A value split by a length is not joined back (its halves are two values).
+        let split = plain(&["ömer.çe".as_bytes(), "lik@post.example".as_bytes()]);
+        assert_eq!(may(PageSearch::Values, &split), Some(false));
+        // Lengths that don't describe the bytes: the caller searches the raw bytes.
+        let mut bad = plain(&[b"abc"]);
+        bad.push(7);
+        assert_eq!(may(PageSearch::Values, &bad), None);
+        let mut over = plain(&[b"abc"]);
+        over[0] = 9;
+        assert_eq!(may(PageSearch::Values, &over), None);
+        assert_eq!(may(PageSearch::Values, &[]), Some(false));
+        assert_eq!(may(PageSearch::Int64, &page), None);
     }
 
     #[test]

@@ -500,9 +500,19 @@ impl<'t> ChunkSearch<'t> {
         if !searchable {
             return true;
         }
-        let plain = values_at
+        let values = values_at.and_then(|at| buf.get(at..));
+        if strings && descr.physical_type() == PhysicalType::BYTE_ARRAY {
+            // Searched value by value, without the lengths and levels between them; the raw
+            // bytes when the lengths don't add up.
+            if let Some(may) = values.and_then(|v| {
+                self.traces
+                    .plain_byte_arrays_may_hold(self.what, v, scratch)
+            }) {
+                return may;
+            }
+        }
+        let plain = values
             .filter(|_| width > 0)
-            .and_then(|at| buf.get(at..))
             .filter(|v| v.len() % width == 0);
         match plain {
             Some(values) => self

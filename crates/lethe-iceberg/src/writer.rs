@@ -31,6 +31,7 @@ use iceberg::transform::{BoxedTransformFunction, create_transform_function};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
+use parquet::schema::types::ColumnPath;
 
 use crate::error::{Error, Result};
 use crate::metrics::{self, MetricsConfig, MetricsMode};
@@ -93,6 +94,97 @@ impl std::fmt::Debug for TableWriter<'_> {
             .field("done", &self.done.len())
             .finish()
     }
+}
+
+/// Rows of a file's first batch that [`plain_columns`] looks at.
+const DICTIONARY_SAMPLE: usize = 4096;
+
+/// The top-level columns of a new file that are written without a dictionary, judged on the
+/// first [`DICTIONARY_SAMPLE`] rows of `first`: a column keeps dictionary encoding only where
+/// the dictionary plus its indices take at most three quarters of the plain encoding's bytes.
+///
+/// This is parquet-mr's fallback rule (the writer of Iceberg Java and Spark, which gives up a
+/// column's dictionary when it doesn't make the first page smaller), with a margin because
+/// pages are compressed afterwards and zstd shrinks plain pages of unique values about as well
+/// as a dictionary would. arrow-rs keeps a dictionary until it reaches its size limit, which
+/// for unique values (ids, timestamps, addresses) spends most of a write hashing them for a
+/// larger file. Booleans (never dictionary-encoded), nested columns and samples under 64
+/// non-null values keep the writer's default.
+fn plain_columns(first: &RecordBatch) -> Vec<ColumnPath> {
+    let n = first.num_rows().min(DICTIONARY_SAMPLE);
+    let mut out = Vec::new();
+    for (field, column) in first.schema().fields().iter().zip(first.columns()) {
+        let column = column.slice(0, n);
+        let Some((distinct, dict_bytes, values, plain_bytes)) = dictionary_sample(&column) else {
+            continue;
+        };
+        if values < 64 {
+            continue;
+        }
+        let bits = (usize::BITS - distinct.saturating_sub(1).leading_zeros()).max(1) as usize;
+        let encoded = dict_bytes + (values * bits).div_ceil(8);
+        if encoded * 4 > plain_bytes * 3 {
+            out.push(ColumnPath::from(field.name().as_str()));
+        }
+    }
+    out
+}
+
+/// For a flat column: its distinct non-null values, their plain-encoded bytes, the non-null
+/// values and their plain-encoded bytes (byte arrays carry a 4-byte length each). `None` for
+/// the types [`plain_columns`] leaves alone.
+fn dictionary_sample(column: &ArrayRef) -> Option<(usize, usize, usize, usize)> {
+    Some(match column.data_type() {
+        DataType::Utf8 => tally(
+            column
+                .as_string::<i32>()
+                .iter()
+                .flatten()
+                .map(str::as_bytes),
+            4,
+        ),
+        DataType::LargeUtf8 => tally(
+            column
+                .as_string::<i64>()
+                .iter()
+                .flatten()
+                .map(str::as_bytes),
+            4,
+        ),
+        DataType::Binary => tally(column.as_binary::<i32>().iter().flatten(), 4),
+        DataType::LargeBinary => tally(column.as_binary::<i64>().iter().flatten(), 4),
+        DataType::FixedSizeBinary(_) => tally(column.as_fixed_size_binary().iter().flatten(), 0),
+        t if t.is_primitive() => {
+            let width = t.primitive_width()?;
+            let data = column.to_data();
+            let bytes = &data.buffers().first()?.as_slice()[data.offset() * width..];
+            tally(
+                (0..data.len())
+                    .filter(|&i| data.is_valid(i))
+                    .map(|i| &bytes[i * width..(i + 1) * width]),
+                0,
+            )
+        }
+        _ => return None,
+    })
+}
+
+/// [`dictionary_sample`]'s figures for `values`, each stored plain with `extra` bytes more.
+fn tally<'a>(values: impl Iterator<Item = &'a [u8]>, extra: usize) -> (usize, usize, usize, usize) {
+    let mut seen: std::collections::HashSet<&[u8], foldhash::fast::FixedState> =
+        std::collections::HashSet::with_capacity_and_hasher(
+            DICTIONARY_SAMPLE,
+            foldhash::fast::FixedState::default(),
+        );
+    let (mut dict_bytes, mut count, mut plain_bytes) = (0usize, 0usize, 0usize);
+    for v in values {
+        count += 1;
+        plain_bytes += v.len() + extra;
+        if seen.insert(v) {
+            dict_bytes += v.len() + extra;
+        }
+    }
+    (seen.len(), dict_bytes, count, plain_bytes)
 }
 
 fn compression(props: &HashMap<String, String>) -> Result<Compression> {
@@ -283,7 +375,8 @@ impl<'a> TableWriter<'a> {
         let mut offset = 0;
         while offset < batch.num_rows() {
             if !self.open.contains_key(&key) {
-                let file = self.open_file(&partition)?;
+                let file =
+                    self.open_file(&partition, &batch.slice(offset, batch.num_rows() - offset))?;
                 self.open.insert(key.clone(), file);
             }
             let file = self.open.get_mut(&key).expect("just inserted");
@@ -315,7 +408,9 @@ impl<'a> TableWriter<'a> {
         Ok(())
     }
 
-    fn open_file(&mut self, partition: &Struct) -> Result<OpenFile> {
+    /// Opens a new file whose first rows are `first` (they choose its columns' encodings: see
+    /// [`plain_columns`]).
+    fn open_file(&mut self, partition: &Struct, first: &RecordBatch) -> Result<OpenFile> {
         self.counter += 1;
         let dir = if self.transforms.is_empty() {
             format!("{}/data", self.location)
@@ -328,8 +423,18 @@ impl<'a> TableWriter<'a> {
         };
         let location = format!("{dir}/{:05}-{}.parquet", self.counter, self.run);
         let sink = self.store.create(&location)?;
-        let writer =
-            ArrowWriter::try_new(sink, self.arrow_schema.clone(), Some(self.props.clone()))?;
+        let plain = plain_columns(first);
+        let props = if plain.is_empty() {
+            self.props.clone()
+        } else {
+            plain
+                .into_iter()
+                .fold(self.props.clone().into_builder(), |b, c| {
+                    b.set_column_dictionary_enabled(c, false)
+                })
+                .build()
+        };
+        let writer = ArrowWriter::try_new(sink, self.arrow_schema.clone(), Some(props))?;
         Ok(OpenFile {
             location,
             writer,
@@ -895,5 +1000,98 @@ mod tests {
         assert_eq!(decimal_bytes(128), vec![0, 128]);
         assert_eq!(decimal_bytes(-129), vec![0xFF, 0x7F]);
         assert_eq!(decimal_bytes(1999), vec![0x07, 0xCF]);
+    }
+
+    /// Which columns of each written file got a dictionary page.
+    fn dictionary_columns(files: &[DataFile]) -> Vec<Vec<String>> {
+        use parquet::file::reader::{FileReader, SerializedFileReader};
+        files
+            .iter()
+            .map(|f| {
+                let path = crate::store::normalize_local(f.file_path()).unwrap();
+                let r = SerializedFileReader::new(std::fs::File::open(path).unwrap()).unwrap();
+                let rg = r.metadata().row_group(0);
+                rg.columns()
+                    .iter()
+                    .filter(|c| c.dictionary_page_offset().is_some())
+                    .map(|c| c.column_path().string())
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_column_keeps_its_dictionary_only_where_the_dictionary_is_smaller() {
+        use arrow::array::{Int64Array, StringArray};
+        use iceberg::spec::{
+            FormatVersion, NestedField, SortOrder, TableMetadataBuilder, UnboundPartitionSpec,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let schema = Schema::builder()
+            .with_fields(vec![
+                NestedField::optional(1, "id", Type::Primitive(PrimitiveType::Long)).into(),
+                NestedField::optional(2, "kind", Type::Primitive(PrimitiveType::String)).into(),
+                NestedField::optional(3, "email", Type::Primitive(PrimitiveType::String)).into(),
+                NestedField::optional(4, "course", Type::Primitive(PrimitiveType::Long)).into(),
+            ])
+            .build()
+            .unwrap();
+        let metadata = TableMetadataBuilder::new(
+            schema,
+            UnboundPartitionSpec::builder().build(),
+            SortOrder::unsorted_order(),
+            format!("file://{}", dir.path().display()),
+            FormatVersion::V2,
+            Default::default(),
+        )
+        .unwrap()
+        .build()
+        .unwrap()
+        .metadata;
+        let store = crate::store::LocalStore::new();
+        let rows = |n: i64| {
+            let mut w = TableWriter::new(&store, &metadata, WriteOptions::default()).unwrap();
+            let batch = RecordBatch::try_new(
+                w.arrow_schema().clone(),
+                vec![
+                    // Unique ids: a dictionary holds every value and the indices besides.
+                    Arc::new(Int64Array::from_iter_values(0..n)) as ArrayRef,
+                    // Three kinds: the dictionary is tiny.
+                    Arc::new(StringArray::from_iter_values(
+                        (0..n).map(|i| ["view", "download", "quiz"][i as usize % 3]),
+                    )),
+                    // Unique strings, every other one NULL.
+                    Arc::new(StringArray::from_iter((0..n).map(|i| {
+                        (i % 2 == 0).then(|| format!("learner{i}@example.org"))
+                    }))),
+                    // 3 in 4 values distinct: indices plus dictionary exceed 3/4 of plain.
+                    Arc::new(Int64Array::from_iter_values(
+                        (0..n).map(|i| i - i % 4 + (i % 4).min(2)),
+                    )),
+                ],
+            )
+            .unwrap();
+            w.write(&batch).unwrap();
+            let files = w.finish().unwrap();
+            (files, batch)
+        };
+        let (files, batch) = rows(5000);
+        assert_eq!(dictionary_columns(&files), vec![vec!["kind".to_string()]]);
+        // The values read back as written, whatever the encoding.
+        let path = crate::store::normalize_local(files[0].file_path()).unwrap();
+        let read: Vec<RecordBatch> =
+            parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+                std::fs::File::open(path).unwrap(),
+            )
+            .unwrap()
+            .build()
+            .unwrap()
+            .collect::<std::result::Result<_, _>>()
+            .unwrap();
+        let read = arrow::compute::concat_batches(&read[0].schema(), &read).unwrap();
+        assert_eq!(read.columns(), batch.columns());
+        // Too few rows to judge: the writer's default (a dictionary for every column).
+        let (files, _) = rows(40);
+        assert_eq!(dictionary_columns(&files)[0].len(), 4);
     }
 }

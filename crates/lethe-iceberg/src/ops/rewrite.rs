@@ -719,6 +719,9 @@ pub(crate) struct Changed {
     pub(crate) purged: u64,
 }
 
+/// Most runs of kept rows a batch is cut into by [`apply_change`] (more are copied out).
+const KEPT_RUNS: usize = 16;
+
 /// Applies a change to the batches of one file (`live`: which rows delete files leave live,
 /// None when all are; `nulled`: for SetNull, its columns resolved in the current schema).
 pub(crate) fn apply_change(
@@ -733,27 +736,35 @@ pub(crate) fn apply_change(
         matched: 0,
         purged: 0,
     };
-    let keep_rows = |b: &RecordBatch, keep: &BooleanArray| -> Result<Option<RecordBatch>> {
+    // The kept rows: slices of the batch where they are a few runs (an erasure removes a
+    // few rows from a file: no copy of the rest), a filtered copy otherwise.
+    let keep_rows = |kept: &mut Vec<RecordBatch>, b: &RecordBatch, keep: &BooleanArray| {
         let n = keep.true_count();
-        Ok(if n == b.num_rows() {
-            Some(b.clone())
-        } else if n == 0 {
-            None
-        } else {
-            Some(compute::filter_record_batch(b, keep)?)
-        })
+        if n == b.num_rows() {
+            kept.push(b.clone());
+        } else if n > 0 {
+            let runs: Vec<(usize, usize)> = compute::SlicesIterator::new(keep)
+                .take(KEPT_RUNS + 1)
+                .collect();
+            if runs.len() <= KEPT_RUNS {
+                kept.extend(runs.into_iter().map(|(s, e)| b.slice(s, e - s)));
+            } else {
+                kept.push(compute::filter_record_batch(b, keep)?);
+            }
+        }
+        Ok::<_, Error>(())
     };
     for (i, b) in batches.iter().enumerate() {
         let all = BooleanArray::from(vec![true; b.num_rows()]);
         let alive = live.and_then(|l| l.get(i)).unwrap_or(&all);
         match change {
-            RowChange::RewriteAll => out.kept.extend(keep_rows(b, alive)?),
+            RowChange::RewriteAll => keep_rows(&mut out.kept, b, alive)?,
             RowChange::Delete => {
                 let mask = predicate.evaluate(b)?;
                 out.matched += compute::and(&mask, alive)?.true_count() as u64;
                 out.purged += compute::kernels::boolean::and_not(&mask, alive)?.true_count() as u64;
                 let keep = compute::kernels::boolean::and_not(alive, &mask)?;
-                out.kept.extend(keep_rows(b, &keep)?);
+                keep_rows(&mut out.kept, b, &keep)?;
             }
             RowChange::SetNull(_) => {
                 let mask = predicate.evaluate(b)?;
@@ -781,7 +792,7 @@ pub(crate) fn apply_change(
                     }
                     RecordBatch::try_new(b.schema(), columns)?
                 };
-                out.kept.extend(keep_rows(&b, alive)?);
+                keep_rows(&mut out.kept, &b, alive)?;
             }
         }
     }
@@ -1078,4 +1089,107 @@ async fn write_and_produce(
     changes.summary = summary.clone();
     changes.added_data = added;
     Ok(Some(produce_written(wh, table, changes).await?))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::{Array, AsArray, Int64Array, StringArray};
+    use arrow::datatypes::{DataType, Field, Int64Type, Schema};
+
+    use super::*;
+    use crate::predicate::Value;
+
+    fn batch(n: i64) -> RecordBatch {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, false),
+            Field::new("name", DataType::Utf8, true),
+        ]));
+        RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(Int64Array::from_iter_values(0..n)),
+                Arc::new(StringArray::from_iter_values(
+                    (0..n).map(|i| format!("n{i}")),
+                )),
+            ],
+        )
+        .unwrap()
+    }
+
+    fn ids(kept: &[RecordBatch]) -> Vec<i64> {
+        kept.iter()
+            .flat_map(|b| {
+                assert_eq!(b.column(1).len(), b.num_rows());
+                let names = b.column(1).as_string::<i32>();
+                b.column(0)
+                    .as_primitive::<Int64Type>()
+                    .values()
+                    .iter()
+                    .zip(names.iter())
+                    .map(|(i, n)| {
+                        assert_eq!(n, Some(format!("n{i}").as_str()));
+                        *i
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_delete_keeps_a_few_runs_as_slices_and_many_as_a_copy() {
+        let b = batch(100);
+        // Two rows out of a file: three runs around them, each a slice of the batch.
+        let few = Predicate::is_in("id", vec![Value::Int(0), Value::Int(41), Value::Int(42)]);
+        let out = apply_change(
+            std::slice::from_ref(&b),
+            None,
+            &few,
+            &RowChange::Delete,
+            &[],
+        )
+        .unwrap();
+        assert_eq!(out.matched, 3);
+        assert_eq!(out.kept.len(), 2, "runs 1..41 and 43..100");
+        let want: Vec<i64> = (1..41).chain(43..100).collect();
+        assert_eq!(ids(&out.kept), want);
+        // Every other row: more runs than KEPT_RUNS, one filtered batch.
+        let many = Predicate::is_in("id", (0..100).step_by(2).map(Value::Int).collect());
+        let out = apply_change(
+            std::slice::from_ref(&b),
+            None,
+            &many,
+            &RowChange::Delete,
+            &[],
+        )
+        .unwrap();
+        assert_eq!(out.matched, 50);
+        assert_eq!(out.kept.len(), 1);
+        assert_eq!(ids(&out.kept), (1..100).step_by(2).collect::<Vec<_>>());
+        // Rows delete files already removed stay out, and count as purged when selected.
+        let live = BooleanArray::from((0..100).map(|i| i != 7 && i != 41).collect::<Vec<_>>());
+        let out = apply_change(
+            std::slice::from_ref(&b),
+            Some(std::slice::from_ref(&live)),
+            &few,
+            &RowChange::Delete,
+            &[],
+        )
+        .unwrap();
+        assert_eq!((out.matched, out.purged), (2, 1));
+        let want: Vec<i64> = (1..7).chain(8..41).chain(43..100).collect();
+        assert_eq!(ids(&out.kept), want);
+        // Nothing selected: the batch as it was.
+        let none = Predicate::is_in("id", vec![Value::Int(1000)]);
+        let out = apply_change(
+            std::slice::from_ref(&b),
+            None,
+            &none,
+            &RowChange::Delete,
+            &[],
+        )
+        .unwrap();
+        assert_eq!(ids(&out.kept), (0..100).collect::<Vec<_>>());
+    }
 }

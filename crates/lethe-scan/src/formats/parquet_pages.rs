@@ -9,7 +9,9 @@
 //! - byte-array columns (strings, binary, fixed-size): the bytes of PLAIN and
 //!   DELTA_LENGTH_BYTE_ARRAY data pages and of dictionary pages hold the values' bytes, and are
 //!   searched whole with the value prefixes (and, in a column that may hold IDs, the text IDs),
-//!   with the case folding the value search uses ([`TraceSet::page_may_hold`]);
+//!   with the case folding the value search uses ([`TraceSet::page_may_hold`]); PLAIN
+//!   BYTE_ARRAY values are first copied out without the lengths and levels between them
+//!   (`TraceSet::plain_byte_arrays_may_hold`: those bytes would make a page non-ASCII);
 //! - INT32/INT64 columns that may hold IDs: PLAIN data pages and dictionary pages are searched
 //!   for the IDs' little-endian bytes (values at known offsets compared one by one with the
 //!   IDs of the ID columns the value walk could compare the column with);

@@ -167,6 +167,43 @@ fn check_chunk_ranges(md: &ParquetMetaData, len: u64) -> Result<(), String> {
     Ok(())
 }
 
+/// The footer with its row count replaced by its row groups' when the two differ. arrow-rs
+/// caps a reader's batch size at the footer's row count: a footer saying 0 rows over row
+/// groups that hold some had every decode read nothing, and the scan missed their values (found
+/// by fuzzing). The row groups' counts are what the pages are read by.
+fn with_counted_rows(
+    md: parquet::file::metadata::ParquetMetaData,
+) -> parquet::file::metadata::ParquetMetaData {
+    use parquet::file::metadata::{FileMetaData, ParquetMetaDataBuilder};
+    let rows = md
+        .row_groups()
+        .iter()
+        .fold(0i64, |n, rg| n.saturating_add(rg.num_rows()));
+    let fm = md.file_metadata();
+    if fm.num_rows() == rows {
+        return md;
+    }
+    let counted = FileMetaData::new(
+        fm.version(),
+        rows,
+        fm.created_by().map(str::to_string),
+        fm.key_value_metadata().cloned(),
+        fm.schema_descr_ptr(),
+        fm.column_orders().cloned(),
+    );
+    let mut old = md.into_builder();
+    let (groups, columns, offsets) = (
+        old.take_row_groups(),
+        old.take_column_index(),
+        old.take_offset_index(),
+    );
+    ParquetMetaDataBuilder::new(counted)
+        .set_row_groups(groups)
+        .set_column_index(columns)
+        .set_offset_index(offsets)
+        .build()
+}
+
 /// Read a Parquet file, its data values as `how` says.
 pub(crate) fn scan_parquet<R: ChunkReader + 'static>(
     src: R,
@@ -200,7 +237,7 @@ pub(crate) fn scan_parquet<R: ChunkReader + 'static>(
     reader
         .read_page_indexes(&src)
         .map_err(|e| format!("page index: {e}"))?;
-    let md = reader.finish().map_err(|e| format!("page index: {e}"))?;
+    let md = with_counted_rows(reader.finish().map_err(|e| format!("page index: {e}"))?);
     let meta =
         ArrowReaderMetadata::try_new(Arc::new(md), options).map_err(|e| format!("footer: {e}"))?;
     let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(src.clone(), meta.clone());

@@ -951,6 +951,86 @@ pub(crate) mod tests {
         (r, h, omitted)
     }
 
+    /// `file` with its footer's row count (FileMetaData field 3, Thrift compact: header 0x16,
+    /// the zigzag varint, then field 4's list header 0x19) set to 0; the row groups keep
+    /// theirs.
+    fn footer_rows_zeroed(file: &[u8], rows: i64) -> Vec<u8> {
+        let len = file.len();
+        let footer_len = u32::from_le_bytes(file[len - 8..len - 4].try_into().unwrap()) as usize;
+        let start = len - 8 - footer_len;
+        let footer = &file[start..len - 8];
+        let mut varint = Vec::new();
+        let mut z = ((rows << 1) ^ (rows >> 63)) as u64;
+        loop {
+            let b = (z & 0x7f) as u8;
+            z >>= 7;
+            if z == 0 {
+                varint.push(b);
+                break;
+            }
+            varint.push(b | 0x80);
+        }
+        let mut pattern = vec![0x16];
+        pattern.extend_from_slice(&varint);
+        pattern.push(0x19);
+        let at = footer
+            .windows(pattern.len())
+            .position(|w| w == pattern)
+            .expect("the footer's row count");
+        let mut patched = footer[..=at].to_vec();
+        patched.push(0);
+        patched.extend_from_slice(&footer[at + 1 + varint.len()..]);
+        let mut out = file[..start].to_vec();
+        out.extend_from_slice(&patched);
+        out.extend_from_slice(&u32::try_from(patched.len()).unwrap().to_le_bytes());
+        out.extend_from_slice(b"PAR1");
+        out
+    }
+
+    /// Found by fuzzing: arrow-rs caps a reader's batch size at the footer's row count, so a
+    /// footer saying 0 rows over row groups that hold some had every decode read nothing.
+    #[test]
+    fn a_footer_row_count_of_zero_hides_no_values() {
+        let seed = crate::test_seed(20_261_206);
+        let mut rng = StdRng::seed_from_u64(seed);
+        DENSITY.set(0.05);
+        let batches: Vec<RecordBatch> = (0..2).map(|_| batch(&mut rng, 700)).collect();
+        let mut file = Vec::new();
+        let props = WriterProperties::builder()
+            .set_max_row_group_row_count(Some(500))
+            .build();
+        let mut w = ArrowWriter::try_new(&mut file, batches[0].schema(), Some(props)).unwrap();
+        for b in &batches {
+            w.write(b).unwrap();
+        }
+        w.close().unwrap();
+        let patched = footer_rows_zeroed(&file, 1400);
+        let md = parquet::file::metadata::ParquetMetaDataReader::new()
+            .parse_and_finish(&Bytes::from(patched.clone()))
+            .unwrap();
+        assert_eq!(md.file_metadata().num_rows(), 0, "seed {seed}");
+        assert_eq!(md.num_row_groups(), 3);
+        let traces = TraceSet::new(&subjects(), 15).unwrap();
+        let whole = scan(&traces, &file, false, Values::Search);
+        assert!(whole.0.is_ok(), "{:?}", whole.0);
+        let data: Vec<&crate::Hit> = whole
+            .1
+            .iter()
+            .filter(|h| h.place == crate::Place::DataValue)
+            .collect();
+        assert!(
+            data.iter().any(|h| h.detail.contains("first in rows")) && data.len() > 5,
+            "seed {seed}: the file holds traces, nested ones too: {data:?}"
+        );
+        for how in [Values::Search, Values::Reference] {
+            assert_eq!(
+                scan(&traces, &patched, false, how),
+                scan(&traces, &file, false, how),
+                "seed {seed}, {how:?}"
+            );
+        }
+    }
+
     #[test]
     fn searching_bytes_finds_what_decoding_every_value_finds() {
         let seed = crate::test_seed(20_260_518);

@@ -1137,59 +1137,43 @@ mod tests {
             .collect()
     }
 
+    /// [`apply_change`] deleting `p`'s rows from the one batch `b` (`live`: its live rows).
+    fn delete(b: &RecordBatch, live: Option<&BooleanArray>, p: &Predicate) -> Changed {
+        apply_change(
+            std::slice::from_ref(b),
+            live.map(std::slice::from_ref),
+            p,
+            &RowChange::Delete,
+            &[],
+        )
+        .unwrap()
+    }
+
     #[test]
     fn a_delete_keeps_a_few_runs_as_slices_and_many_as_a_copy() {
         let b = batch(100);
         // Two rows out of a file: three runs around them, each a slice of the batch.
         let few = Predicate::is_in("id", vec![Value::Int(0), Value::Int(41), Value::Int(42)]);
-        let out = apply_change(
-            std::slice::from_ref(&b),
-            None,
-            &few,
-            &RowChange::Delete,
-            &[],
-        )
-        .unwrap();
+        let out = delete(&b, None, &few);
         assert_eq!(out.matched, 3);
         assert_eq!(out.kept.len(), 2, "runs 1..41 and 43..100");
         let want: Vec<i64> = (1..41).chain(43..100).collect();
         assert_eq!(ids(&out.kept), want);
         // Every other row: more runs than KEPT_RUNS, one filtered batch.
         let many = Predicate::is_in("id", (0..100).step_by(2).map(Value::Int).collect());
-        let out = apply_change(
-            std::slice::from_ref(&b),
-            None,
-            &many,
-            &RowChange::Delete,
-            &[],
-        )
-        .unwrap();
+        let out = delete(&b, None, &many);
         assert_eq!(out.matched, 50);
         assert_eq!(out.kept.len(), 1);
         assert_eq!(ids(&out.kept), (1..100).step_by(2).collect::<Vec<_>>());
         // Rows delete files already removed stay out, and count as purged when selected.
         let live = BooleanArray::from((0..100).map(|i| i != 7 && i != 41).collect::<Vec<_>>());
-        let out = apply_change(
-            std::slice::from_ref(&b),
-            Some(std::slice::from_ref(&live)),
-            &few,
-            &RowChange::Delete,
-            &[],
-        )
-        .unwrap();
+        let out = delete(&b, Some(&live), &few);
         assert_eq!((out.matched, out.purged), (2, 1));
         let want: Vec<i64> = (1..7).chain(8..41).chain(43..100).collect();
         assert_eq!(ids(&out.kept), want);
         // Nothing selected: the batch as it was.
         let none = Predicate::is_in("id", vec![Value::Int(1000)]);
-        let out = apply_change(
-            std::slice::from_ref(&b),
-            None,
-            &none,
-            &RowChange::Delete,
-            &[],
-        )
-        .unwrap();
+        let out = delete(&b, None, &none);
         assert_eq!(ids(&out.kept), (0..100).collect::<Vec<_>>());
     }
 }

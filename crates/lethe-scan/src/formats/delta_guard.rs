@@ -248,10 +248,11 @@ impl Reader<'_> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn varint(mut v: u64, out: &mut Vec<u8>) {
+    /// Appends `v` as an unsigned LEB128 varint (Thrift compact's and the delta encodings').
+    pub(crate) fn varint(mut v: u64, out: &mut Vec<u8>) {
         loop {
             let b = (v & 0x7f) as u8;
             v >>= 7;

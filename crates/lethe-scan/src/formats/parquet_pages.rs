@@ -960,16 +960,10 @@ pub(crate) mod tests {
         let start = len - 8 - footer_len;
         let footer = &file[start..len - 8];
         let mut varint = Vec::new();
-        let mut z = ((rows << 1) ^ (rows >> 63)) as u64;
-        loop {
-            let b = (z & 0x7f) as u8;
-            z >>= 7;
-            if z == 0 {
-                varint.push(b);
-                break;
-            }
-            varint.push(b | 0x80);
-        }
+        crate::formats::delta_guard::tests::varint(
+            ((rows << 1) ^ (rows >> 63)) as u64,
+            &mut varint,
+        );
         let mut pattern = vec![0x16];
         pattern.extend_from_slice(&varint);
         pattern.push(0x19);

@@ -30,6 +30,7 @@ mod manifest_avro;
 pub mod metrics;
 pub mod nested;
 pub mod ops;
+mod parsed_cache;
 pub mod predicate;
 pub mod prune;
 pub mod read;

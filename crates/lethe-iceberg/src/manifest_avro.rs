@@ -7,9 +7,10 @@
 //! headers (they differ only when the schema or the partition spec changed), and an erasure
 //! reads every manifest of every snapshot of every table it changes: that parsing was a
 //! quarter of an erasure's CPU. Here the header's parts are parsed once per distinct bytes
-//! ([`Parsed`], a bounded cache), and each record is decoded with the parsed writer schema and
-//! turned into a [`ManifestEntry`] by the rules the iceberg crate applies to the resolved
-//! record:
+//! ([`Parsed`], a bounded cache), the writer schema once per distinct `avro.schema` (the
+//! tables of a warehouse share it unless their partition types differ), and each record is
+//! decoded with the parsed writer schema and turned into a [`ManifestEntry`] by the rules the
+//! iceberg crate applies to the resolved record:
 //!
 //! - fields are taken by name; format v1 manifests have no `content` (data), no
 //!   `equality_ids` and none of the format v3 fields, and their entries' sequence numbers are
@@ -47,6 +48,7 @@ use iceberg::spec::{
 };
 
 use crate::error::{Error, Result};
+use crate::parsed_cache::ParsedCache;
 
 /// Distinct headers kept (least recently inserted dropped first).
 const MAX_HEADERS: usize = 64;
@@ -56,7 +58,7 @@ const MAX_KEY_BYTES: usize = 8 << 20;
 /// A header's parsed parts.
 struct Parsed {
     /// The writer schema with its names resolved once.
-    reader: GenericSingleObjectReader,
+    reader: Arc<GenericSingleObjectReader>,
     /// The manifest's Iceberg metadata (schema, partition spec, format version, content).
     metadata: ManifestMetadata,
     /// The partition spec's type under that schema.
@@ -73,38 +75,18 @@ impl HeaderBuilder for NoHeader {
     }
 }
 
-#[derive(Default)]
-struct Cache {
-    entries: HashMap<Vec<u8>, Arc<Parsed>>,
-    order: std::collections::VecDeque<Vec<u8>>,
-    key_bytes: usize,
+/// Parsed headers, keyed by all of a header's metadata.
+fn headers() -> &'static Mutex<ParsedCache<Parsed>> {
+    static CACHE: OnceLock<Mutex<ParsedCache<Parsed>>> = OnceLock::new();
+    CACHE.get_or_init(|| Mutex::new(ParsedCache::new(MAX_HEADERS, MAX_KEY_BYTES)))
 }
 
-impl Cache {
-    fn get(&self, key: &[u8]) -> Option<Arc<Parsed>> {
-        self.entries.get(key).cloned()
-    }
-
-    fn insert(&mut self, key: Vec<u8>, parsed: Arc<Parsed>) {
-        if key.len() > MAX_KEY_BYTES || self.entries.contains_key(&key) {
-            return;
-        }
-        while self.entries.len() >= MAX_HEADERS || self.key_bytes + key.len() > MAX_KEY_BYTES {
-            let Some(old) = self.order.pop_front() else {
-                break;
-            };
-            self.key_bytes -= old.len();
-            self.entries.remove(&old);
-        }
-        self.key_bytes += key.len();
-        self.order.push_back(key.clone());
-        self.entries.insert(key, parsed);
-    }
-}
-
-fn cache() -> &'static Mutex<Cache> {
-    static CACHE: OnceLock<Mutex<Cache>> = OnceLock::new();
-    CACHE.get_or_init(Default::default)
+/// Readers of writer schemas, keyed by the `avro.schema` JSON: the tables of a warehouse
+/// differ in their Iceberg schemas (the header's other metadata) far more often than in
+/// their manifests' Avro schema, which changes only with the partition type.
+fn readers() -> &'static Mutex<ParsedCache<GenericSingleObjectReader>> {
+    static CACHE: OnceLock<Mutex<ParsedCache<GenericSingleObjectReader>>> = OnceLock::new();
+    CACHE.get_or_init(|| Mutex::new(ParsedCache::new(MAX_HEADERS, MAX_KEY_BYTES)))
 }
 
 fn invalid(path: &str, what: impl std::fmt::Display) -> Error {
@@ -231,7 +213,7 @@ fn parsed_header(path: &str, raw: &[(&str, &[u8])]) -> Result<Arc<Parsed>> {
         key.extend_from_slice(&(v.len() as u64).to_le_bytes());
         key.extend_from_slice(v);
     }
-    if let Some(p) = cache().lock().expect("lock").get(&key) {
+    if let Some(p) = headers().lock().expect("lock").get(&key) {
         return Ok(p);
     }
     let schema_json = raw
@@ -239,12 +221,7 @@ fn parsed_header(path: &str, raw: &[(&str, &[u8])]) -> Result<Arc<Parsed>> {
         .find(|(k, _)| *k == "avro.schema")
         .map(|(_, v)| *v)
         .ok_or_else(|| invalid(path, "the Avro header has no avro.schema"))?;
-    let json: serde_json::Value = serde_json::from_slice(schema_json)
-        .map_err(|e| invalid(path, format!("avro.schema is not JSON: {e}")))?;
-    let writer =
-        AvroSchema::parse(&json).map_err(|e| invalid(path, format!("avro.schema: {e}")))?;
-    let reader = GenericSingleObjectReader::new_with_header_builder(writer, NoHeader)
-        .map_err(|e| invalid(path, format!("avro.schema: {e}")))?;
+    let reader = schema_reader(path, schema_json)?;
     let user: HashMap<String, Vec<u8>> = raw
         .iter()
         .filter(|(k, _)| !k.starts_with("avro."))
@@ -257,8 +234,28 @@ fn parsed_header(path: &str, raw: &[(&str, &[u8])]) -> Result<Arc<Parsed>> {
         metadata,
         partition_type,
     });
-    cache().lock().expect("lock").insert(key, parsed.clone());
+    headers().lock().expect("lock").insert(key, parsed.clone());
     Ok(parsed)
+}
+
+/// The reader of the writer schema `schema_json`, from the cache or parsed now.
+fn schema_reader(path: &str, schema_json: &[u8]) -> Result<Arc<GenericSingleObjectReader>> {
+    if let Some(r) = readers().lock().expect("lock").get(schema_json) {
+        return Ok(r);
+    }
+    let json: serde_json::Value = serde_json::from_slice(schema_json)
+        .map_err(|e| invalid(path, format!("avro.schema is not JSON: {e}")))?;
+    let writer =
+        AvroSchema::parse(&json).map_err(|e| invalid(path, format!("avro.schema: {e}")))?;
+    let reader = Arc::new(
+        GenericSingleObjectReader::new_with_header_builder(writer, NoHeader)
+            .map_err(|e| invalid(path, format!("avro.schema: {e}")))?,
+    );
+    readers()
+        .lock()
+        .expect("lock")
+        .insert(schema_json.to_vec(), reader.clone());
+    Ok(reader)
 }
 
 /// A record's field by name, a union's value unwrapped; `None` when absent or null.

@@ -8,7 +8,7 @@
 //! and gives the iceberg crate's `Table` for scans.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use iceberg::TableCreation;
 use iceberg::spec::{
@@ -19,6 +19,7 @@ use iceberg::spec::{
 
 use crate::catalog::{Catalog, TableName};
 use crate::error::{Error, Result};
+use crate::parsed_cache::ParsedCache;
 use crate::store::FileStore;
 
 /// A table as loaded: its name, where its current metadata is, and that metadata.
@@ -464,6 +465,13 @@ pub fn read_metadata(
     location: &str,
 ) -> Result<LoadedTable> {
     let bytes = store.read(location)?;
+    if let Some(metadata) = parsed_metadata().lock().expect("lock").get(&bytes) {
+        return Ok(LoadedTable {
+            name: name.clone(),
+            metadata_location: location.to_string(),
+            metadata,
+        });
+    }
     let metadata = parse_metadata(location, &bytes).map_err(|e| {
         let columns = unrepresentable_columns(&bytes);
         if !columns.is_empty() {
@@ -485,11 +493,24 @@ pub fn read_metadata(
             other => other,
         }
     })?;
+    let metadata = Arc::new(metadata);
+    parsed_metadata()
+        .lock()
+        .expect("lock")
+        .insert(bytes.to_vec(), metadata.clone());
     Ok(LoadedTable {
         name: name.clone(),
         metadata_location: location.to_string(),
-        metadata: Arc::new(metadata),
+        metadata,
     })
+}
+
+/// Metadata files parsed in this process, keyed by their bytes: one erasure loads a table
+/// several times (planning, its step, a pipeline reading it, its cleanup), and a metadata
+/// file's bytes parse to the same metadata every time.
+fn parsed_metadata() -> &'static Mutex<ParsedCache<TableMetadata>> {
+    static CACHE: OnceLock<Mutex<ParsedCache<TableMetadata>>> = OnceLock::new();
+    CACHE.get_or_init(|| Mutex::new(ParsedCache::new(64, 32 << 20)))
 }
 
 /// What a manifest entry inherits from the manifest list's entry for its manifest, as the

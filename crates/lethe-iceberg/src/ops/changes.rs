@@ -89,7 +89,8 @@ pub async fn changed_rows(wh: &Warehouse, table: &LoadedTable, from: i64) -> Res
         .map(|(_, b)| converter.convert_columns(b.columns()))
         .collect::<std::result::Result<_, _>>()?;
     let total: usize = converted.iter().map(Rows::num_rows).sum();
-    let mut count: HashMap<&[u8], (i64, usize, u32)> = HashMap::with_capacity(total);
+    let mut count: HashMap<&[u8], (i64, usize, u32), foldhash::fast::FixedState> =
+        HashMap::with_capacity_and_hasher(total, Default::default());
     for (bi, ((sign, _), rows)) in batches.iter().zip(&converted).enumerate() {
         for (ri, row) in rows.iter().enumerate() {
             count.entry(row.data()).or_insert((0, bi, ri as u32)).0 += sign;

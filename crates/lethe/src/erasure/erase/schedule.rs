@@ -108,7 +108,10 @@ pub(super) fn ranks(waits: &[Vec<usize>], costs: &[u64]) -> Vec<u64> {
 /// Runs the pieces `touches` lists, each as a task of its own started by `start` once every
 /// piece it waits for ([`waits`]) has landed and been recorded, at most `cores` at once, the
 /// ready piece of the highest [`ranks`] by `costs` first (a missing cost is 0; ties in list
-/// order); `record` is called here, one piece at a time, as each lands.
+/// order); `record` is called here, one piece at a time, as each lands — after the core the
+/// piece held has gone to a piece already free to start, unless a piece waiting for it ranks
+/// higher than every free one (an erasure's `record` saves its journal, a sync on the disk:
+/// the other pieces need not wait for it, the costliest chain does).
 ///
 /// After a piece fails (or `record` does) nothing more starts; the pieces running then run to
 /// their end and those that land are recorded; the first error is returned. A panic in a piece
@@ -128,6 +131,8 @@ pub(super) async fn run_ordered<T: Send + 'static>(
     let mut started = vec![false; touches.len()];
     let mut running = FuturesUnordered::new();
     let mut failed: Option<Error> = None;
+    // A piece that landed, recorded once its core has gone to a piece already free to start.
+    let mut to_record: Option<(usize, T)> = None;
     loop {
         if failed.is_none() {
             for &j in &order {
@@ -150,6 +155,16 @@ pub(super) async fn run_ordered<T: Send + 'static>(
                 }
             }
         }
+        if let Some((j, t)) = to_record.take() {
+            match record(j, t) {
+                Ok(()) => landed[j] = true,
+                Err(e) => {
+                    failed.get_or_insert(e);
+                }
+            }
+            // Then the pieces that waited for it.
+            continue;
+        }
         let Some((j, done)) = running.next().await else {
             break;
         };
@@ -158,8 +173,29 @@ pub(super) async fn run_ordered<T: Send + 'static>(
             Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
             Err(e) => Err(Error::Internal(format!("a task of the erasure ended: {e}"))),
         };
-        match done.and_then(|t| record(j, t)) {
-            Ok(()) => landed[j] = true,
+        match done {
+            Ok(t) => {
+                let ready = |k: usize, also: Option<usize>| {
+                    !started[k] && waits[k].iter().all(|&i| landed[i] || Some(i) == also)
+                };
+                let n = touches.len();
+                let free = (0..n).filter(|&k| ready(k, None)).map(|k| rank[k]).max();
+                let waiting = (0..n)
+                    .filter(|&k| !ready(k, None) && ready(k, Some(j)))
+                    .map(|k| rank[k])
+                    .max();
+                if failed.is_none() && waiting.is_some_and(|w| free.is_none_or(|f| w > f)) {
+                    // The costliest piece waits for this one: recorded first.
+                    match record(j, t) {
+                        Ok(()) => landed[j] = true,
+                        Err(e) => {
+                            failed.get_or_insert(e);
+                        }
+                    }
+                } else {
+                    to_record = Some((j, t));
+                }
+            }
             Err(e) => {
                 failed.get_or_insert(e);
             }
@@ -361,6 +397,41 @@ mod tests {
         r.unwrap();
         let starts: Vec<&String> = log.iter().filter(|l| l.starts_with("start")).collect();
         assert_eq!(starts, ["start 1", "start 2", "start 0"], "{log:?}");
+    }
+
+    /// A piece that lands gives its core to a piece already free to start before it is
+    /// recorded (an erasure's record is a journal save); a piece waiting for it starts only
+    /// once it is recorded (and first, when it ranks higher: see the two tests above).
+    #[tokio::test]
+    async fn a_free_piece_starts_before_a_landed_one_is_recorded_and_a_waiting_one_after() {
+        // 0 writes a, 1 writes b, 2 reads a; one core.
+        let touches = [Touch::table("a"), Touch::table("b"), reads(&["a"], "c")];
+        let log = Arc::new(Mutex::new(Vec::<String>::new()));
+        let (l, r) = (log.clone(), log.clone());
+        run_ordered(
+            &touches,
+            &[],
+            1,
+            move |j| {
+                l.lock().unwrap().push(format!("start {j}"));
+                Ok(Box::pin(async move { Ok(j) }) as BoxFuture<'static, Result<usize>>)
+            },
+            move |j, t| {
+                assert_eq!(j, t);
+                r.lock().unwrap().push(format!("record {j}"));
+                Ok(())
+            },
+        )
+        .await
+        .unwrap();
+        let log = log.lock().unwrap().clone();
+        assert_eq!(
+            log,
+            [
+                "start 0", "start 1", "record 0", "start 2", "record 1", "record 2"
+            ],
+            "{log:?}"
+        );
     }
 
     /// An erasure's RECOMPUTE costs more than the steps it waits for (it reads what they

@@ -131,10 +131,12 @@ pub(super) async fn run_ordered<T: Send + 'static>(
     let mut started = vec![false; touches.len()];
     let mut running = FuturesUnordered::new();
     let mut failed: Option<Error> = None;
-    // A piece that landed, recorded once its core has gone to a piece already free to start.
-    let mut to_record: Option<(usize, T)> = None;
+    // A piece that landed, recorded once its core has gone to a piece already free to start
+    // (`false`), or before anything starts (`true`: a piece waiting for it ranks highest).
+    let mut to_record: Option<(usize, T, bool)> = None;
     loop {
-        if failed.is_none() {
+        let record_first = matches!(to_record, Some((_, _, true)));
+        if failed.is_none() && !record_first {
             for &j in &order {
                 if running.len() >= cores.max(1) {
                     break;
@@ -155,7 +157,7 @@ pub(super) async fn run_ordered<T: Send + 'static>(
                 }
             }
         }
-        if let Some((j, t)) = to_record.take() {
+        if let Some((j, t, _)) = to_record.take() {
             match record(j, t) {
                 Ok(()) => landed[j] = true,
                 Err(e) => {
@@ -184,17 +186,8 @@ pub(super) async fn run_ordered<T: Send + 'static>(
                     .filter(|&k| !ready(k, None) && ready(k, Some(j)))
                     .map(|k| rank[k])
                     .max();
-                if failed.is_none() && waiting.is_some_and(|w| free.is_none_or(|f| w > f)) {
-                    // The costliest piece waits for this one: recorded first.
-                    match record(j, t) {
-                        Ok(()) => landed[j] = true,
-                        Err(e) => {
-                            failed.get_or_insert(e);
-                        }
-                    }
-                } else {
-                    to_record = Some((j, t));
-                }
+                let first = waiting.is_some_and(|w| free.is_none_or(|f| w > f));
+                to_record = Some((j, t, first));
             }
             Err(e) => {
                 failed.get_or_insert(e);

@@ -51,4 +51,26 @@ fn test_seed() -> u64 {
     seed
 }
 
+/// Table metadata for a unit test: `schema`, unpartitioned, sorted by `order`, format v2, at
+/// `location`.
+#[cfg(test)]
+fn test_metadata(
+    schema: iceberg::spec::Schema,
+    order: iceberg::spec::SortOrder,
+    location: String,
+) -> iceberg::spec::TableMetadata {
+    iceberg::spec::TableMetadataBuilder::new(
+        schema,
+        iceberg::spec::UnboundPartitionSpec::builder().build(),
+        order,
+        location,
+        iceberg::spec::FormatVersion::V2,
+        Default::default(),
+    )
+    .unwrap()
+    .build()
+    .unwrap()
+    .metadata
+}
+
 pub use error::{Error, Result};

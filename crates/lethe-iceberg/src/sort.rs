@@ -151,10 +151,7 @@ mod tests {
     use super::*;
     use arrow::array::{Array, AsArray, Int64Array, StringArray};
     use arrow::datatypes::Int64Type;
-    use iceberg::spec::{
-        FormatVersion, NestedField, PrimitiveType, Schema, SortField, SortOrder,
-        TableMetadataBuilder, Type,
-    };
+    use iceberg::spec::{NestedField, PrimitiveType, Schema, SortField, SortOrder, Type};
 
     fn metadata(order: SortOrder) -> TableMetadata {
         let schema = Schema::builder()
@@ -164,18 +161,7 @@ mod tests {
             ])
             .build()
             .unwrap();
-        TableMetadataBuilder::new(
-            schema,
-            iceberg::spec::UnboundPartitionSpec::builder().build(),
-            order,
-            "file:///t".into(),
-            FormatVersion::V2,
-            Default::default(),
-        )
-        .unwrap()
-        .build()
-        .unwrap()
-        .metadata
+        crate::test_metadata(schema, order, "file:///t".into())
     }
 
     fn batch(ids: Vec<Option<i64>>, names: Vec<&str>) -> RecordBatch {

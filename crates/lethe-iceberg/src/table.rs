@@ -704,7 +704,7 @@ mod tests {
     /// anew, as are bytes that don't parse.
     #[test]
     fn metadata_read_again_is_parsed_from_its_bytes() {
-        use iceberg::spec::{NestedField, PrimitiveType, TableMetadataBuilder, Type};
+        use iceberg::spec::{NestedField, PrimitiveType, Type};
         let dir = tempfile::tempdir().unwrap();
         let store = crate::store::LocalStore::new();
         let path = dir.path().join("00001-x.metadata.json");
@@ -717,18 +717,11 @@ mod tests {
                 ])
                 .build()
                 .unwrap();
-            let m = TableMetadataBuilder::new(
+            let m = crate::test_metadata(
                 schema,
-                UnboundPartitionSpec::builder().build(),
                 SortOrder::unsorted_order(),
                 store.location_of(dir.path()),
-                FormatVersion::V2,
-                Default::default(),
-            )
-            .unwrap()
-            .build()
-            .unwrap()
-            .metadata;
+            );
             serialize_metadata(&m).unwrap()
         };
         let column = |t: &LoadedTable| {

@@ -1023,9 +1023,7 @@ mod tests {
     #[test]
     fn a_column_keeps_its_dictionary_only_where_the_dictionary_is_smaller() {
         use arrow::array::{Int64Array, StringArray};
-        use iceberg::spec::{
-            FormatVersion, NestedField, SortOrder, TableMetadataBuilder, UnboundPartitionSpec,
-        };
+        use iceberg::spec::{NestedField, SortOrder};
         let dir = tempfile::tempdir().unwrap();
         let schema = Schema::builder()
             .with_fields(vec![
@@ -1036,18 +1034,11 @@ mod tests {
             ])
             .build()
             .unwrap();
-        let metadata = TableMetadataBuilder::new(
+        let metadata = crate::test_metadata(
             schema,
-            UnboundPartitionSpec::builder().build(),
             SortOrder::unsorted_order(),
             format!("file://{}", dir.path().display()),
-            FormatVersion::V2,
-            Default::default(),
-        )
-        .unwrap()
-        .build()
-        .unwrap()
-        .metadata;
+        );
         let store = crate::store::LocalStore::new();
         let rows = |n: i64| {
             let mut w = TableWriter::new(&store, &metadata, WriteOptions::default()).unwrap();

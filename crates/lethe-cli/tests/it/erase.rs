@@ -1006,14 +1006,48 @@ async fn the_demos_erasure_recomputes_course_performance_incrementally() {
     use lethe::pipeline::{Pipeline, RecomputeMode};
     let demo = Demo::new().await;
     let ws = &demo.ws;
-    let report = erase(
-        ws,
-        &[request(3590, "e-incremental")],
-        &erase_opts(),
-        &|_| {},
-    )
+    let said = std::sync::Mutex::new(Vec::<String>::new());
+    let report = erase(ws, &[request(3590, "e-incremental")], &erase_opts(), &|m| {
+        said.lock().unwrap().push(m.to_string())
+    })
     .await
     .unwrap();
+    // Each changed table is swept once, among the steps, and only after every piece that
+    // reads it: the RECOMPUTE reads enrollments and reviews (its incremental diff compares
+    // their old files with the new), so their sweeps start after it landed.
+    let said = said.into_inner().unwrap();
+    let at = |pred: &dyn Fn(&str) -> bool| said.iter().position(|m| pred(m));
+    let recomputed = at(&|m| m.starts_with("RECOMPUTE analytics.course_performance: "))
+        .expect("the RECOMPUTE's landing is reported");
+    for t in ["learning.enrollments", "learning.reviews"] {
+        let swept = said
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.starts_with("cleanup sweep ") && m.ends_with(&format!(" {t}")))
+            .map(|(i, _)| i)
+            .collect::<Vec<_>>();
+        assert_eq!(swept.len(), 1, "{t} swept once: {said:#?}");
+        assert!(
+            swept[0] > recomputed,
+            "{t} swept after the RECOMPUTE: {said:#?}"
+        );
+    }
+    let changed: Vec<&String> = report.journal.cleanup.keys().collect::<Vec<_>>();
+    assert!(changed.len() >= 3, "{changed:?}");
+    for t in &changed {
+        assert!(
+            report.journal.cleanup[*t].phases.contains("sweep"),
+            "{t}'s sweep recorded"
+        );
+        assert_eq!(
+            said.iter()
+                .filter(|m| m.starts_with("cleanup sweep ") && m.ends_with(&format!(" {t}")))
+                .count(),
+            1,
+            "{t} swept once"
+        );
+    }
+    assert_eq!(unreferenced(ws).await, 0, "no unreferenced files");
     let step = report
         .journal
         .steps

@@ -79,7 +79,7 @@ pub(super) fn record_phase(journal: &mut Journal, table: &str, phase: &str, coun
 
 /// Cleans up every table a DELETE, REWRITE or RECOMPUTE step changed, resuming at the first
 /// phase the journal doesn't record as done (an erasure's `run_steps` has usually done the
-/// history phase already, each table's as soon as nothing left to run reads it). A phase runs
+/// history and sweep phases already, each table's as soon as nothing left to run reads it). A phase runs
 /// on its tables concurrently ([`run_ordered`]; each table's commit is its own, its files
 /// synced apart from the others'), each table's counts recorded as it lands.
 pub(super) async fn clean_up(
@@ -158,6 +158,35 @@ pub(super) fn history_work(
     tag: &str,
 ) -> Result<BoxFuture<'static, Result<TableCleanup>>> {
     phase_work(ws, table, "history", tag, Duration::zero(), None)
+}
+
+/// The warehouse's table locations for the sweeps run among an erasure's steps: loaded by the
+/// first sweep that needs them, once (tables are neither created nor moved by an erasure).
+pub(super) type SharedLocations = Arc<tokio::sync::OnceCell<Arc<TableLocations>>>;
+
+/// The sweep phase on one table as work of its own ([`phase_work`]), the table locations
+/// loaded by the first sweep that runs.
+pub(super) fn sweep_work(
+    ws: &Workspace,
+    table: &str,
+    tag: &str,
+    min_age: Duration,
+    locations: &SharedLocations,
+) -> Result<BoxFuture<'static, Result<TableCleanup>>> {
+    let wh = ws.warehouse.for_concurrent_work();
+    let (ws, table, tag, locations) = (
+        ws.clone(),
+        table.to_string(),
+        tag.to_string(),
+        locations.clone(),
+    );
+    Ok(Box::pin(async move {
+        let tables = locations
+            .get_or_try_init(|| async { TableLocations::load(&wh).await.map(Arc::new) })
+            .await?
+            .clone();
+        phase_work(&ws, &table, "sweep", &tag, min_age, Some(tables))?.await
+    }))
 }
 
 /// One cleanup phase on one table, as work that owns what it needs (to run beside the other

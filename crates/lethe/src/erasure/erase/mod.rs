@@ -23,7 +23,8 @@
 //! Steps 3 and 4 overlap where the tables allow (`schedule.rs`): steps on different tables run
 //! at once, a RECOMPUTE starts when the steps on the tables it reads have landed, and a table's
 //! first cleanup commit runs as soon as no step left to run reads or writes it (an incremental
-//! RECOMPUTE compares against the snapshots it expires); the sweep waits for all of them.
+//! RECOMPUTE compares against the snapshots it expires); a table's sweep follows its first
+//! cleanup commit.
 //!
 //! Rerunning a request after a failure at any point resumes from the journal: values resolved
 //! before the first delete are reused (resolving them again after the deletes would find
@@ -391,9 +392,9 @@ fn register_requests(ws: &Workspace, journal: &mut Journal, key: &RegisterKey) -
     Ok(())
 }
 
-/// Durable step 3 and the first phase of step 4: every plan step not yet done, and the
-/// history phase of the cleanup of every table the erasure changes, each recorded when it
-/// lands.
+/// Durable step 3 and the first two phases of step 4: every plan step not yet done, and the
+/// history and sweep phases of the cleanup of every table the erasure changes, each recorded
+/// when it lands.
 ///
 /// The pieces run as their tables allow ([`schedule::run_ordered`], as many at once as the
 /// machine has cores): a DELETE or REWRITE reads and writes its table (its values were
@@ -403,13 +404,15 @@ fn register_requests(ws: &Workspace, journal: &mut Journal, key: &RegisterKey) -
 /// table's history phase — it expires the snapshots an incremental RECOMPUTE compares
 /// against — waits for every step that reads or writes the table. So a RECOMPUTE starts when
 /// the steps on its inputs have landed, beside the steps on other tables, and a table nothing
-/// later reads is cleaned up while the others' steps still run. A step that landed but was not
-/// recorded (a crash) matches nothing when resumed and commits nothing; a history phase run
-/// again commits only what is still to do.
+/// later reads is cleaned up while the others' steps still run; a table's sweep waits for its
+/// history phase (and every other piece on the table), so the sweeps of tables done early run
+/// beside the steps still running. A step that landed but was not recorded (a crash) matches
+/// nothing when resumed and commits nothing; a history phase run again commits only what is
+/// still to do, a sweep run again finds nothing left to remove.
 ///
 /// Of the pieces free to start, the one heading the costliest chain starts first: a step
 /// costs `costs[i]` (journal step `i`: the bytes of the files it rewrites), a RECOMPUTE
-/// [`RECOMPUTE_READS`] times the sum of the pieces it waits for, a history piece nothing.
+/// [`RECOMPUTE_READS`] times the sum of the pieces it waits for, a cleanup piece nothing.
 async fn run_steps(
     ws: &Workspace,
     journal: &mut Journal,
@@ -420,10 +423,12 @@ async fn run_steps(
     enum Piece {
         Step(usize),
         History(String),
+        Sweep(String),
     }
     enum Outcome {
         Step(Landed),
         History(TableCleanup),
+        Sweep(TableCleanup),
     }
     let mut pieces = Vec::new();
     let mut touches = Vec::new();
@@ -463,10 +468,20 @@ async fn run_steps(
             pieces.push(Piece::History(t));
         }
     }
-    let n = pieces
-        .iter()
-        .filter(|p| matches!(p, Piece::History(_)))
-        .count();
+    // Each changed table's sweep, once every piece that reads or writes the table has landed
+    // (its history purged): the sweeps of tables done early run beside the steps still to run
+    // instead of all after the last history commit.
+    for t in cleanup::changed_tables(journal) {
+        if !cleanup::phase_done(journal, &t, "sweep") {
+            touches.push(Touch::table(&t));
+            pieces.push(Piece::Sweep(t));
+        }
+    }
+    let count = |f: fn(&Piece) -> bool| pieces.iter().filter(|p| f(p)).count();
+    let n = count(|p| matches!(p, Piece::History(_)));
+    let n_sweeps = count(|p| matches!(p, Piece::Sweep(_)));
+    let min_age = Duration::seconds(journal.min_age_seconds);
+    let locations = cleanup::SharedLocations::default();
     let waits = schedule::waits(&touches);
     let mut piece_costs: Vec<u64> = Vec::with_capacity(pieces.len());
     for (k, piece) in pieces.iter().enumerate() {
@@ -475,12 +490,17 @@ async fn run_steps(
                 recompute_cost(waits[k].iter().map(|&w| piece_costs[w]))
             }
             Piece::Step(i) => costs.get(*i).copied().unwrap_or(0),
-            Piece::History(_) => 0,
+            Piece::History(_) | Piece::Sweep(_) => 0,
         });
     }
     let steps = journal.steps.clone();
     let mut history_at = 0;
-    schedule::run_ordered(
+    let mut sweep_at = 0;
+    // Sweeps are recorded without a save of their own: a sweep repeated after a crash finds
+    // nothing left to remove (the counts then say what the repeat did), and the next save —
+    // another piece's, or the one after the last piece — keeps them.
+    let mut unsaved = false;
+    let ran = schedule::run_ordered(
         &touches,
         &piece_costs,
         schedule::cores(),
@@ -502,22 +522,45 @@ async fn run_steps(
                     let work = cleanup::history_work(ws, t, tag)?;
                     Box::pin(async move { Ok(Outcome::History(work.await?)) })
                 }
+                Piece::Sweep(t) => {
+                    sweep_at += 1;
+                    progress(&format!("cleanup sweep {sweep_at}/{n_sweeps} {t}"));
+                    let work = cleanup::sweep_work(ws, t, tag, min_age, &locations)?;
+                    Box::pin(async move { Ok(Outcome::Sweep(work.await?)) })
+                }
             })
         },
         |k, done| match (&pieces[k], done) {
             (Piece::Step(i), Outcome::Step(landed)) => {
-                record_step(ws, journal, *i, landed, progress)
+                record_step(ws, journal, *i, landed, progress)?;
+                unsaved = false;
+                Ok(())
             }
             (Piece::History(t), Outcome::History(counts)) => {
                 cleanup::record_phase(journal, t, "history", &counts);
                 save_journal(ws, journal)?;
+                unsaved = false;
                 durable_step(&format!("cleanup history {t}"));
+                Ok(())
+            }
+            (Piece::Sweep(t), Outcome::Sweep(counts)) => {
+                cleanup::record_phase(journal, t, "sweep", &counts);
+                unsaved = true;
                 Ok(())
             }
             _ => Err(Error::Internal("an erasure piece landed as another".into())),
         },
     )
-    .await
+    .await;
+    if unsaved {
+        // The sweeps that landed are kept even when another piece failed.
+        let saved = save_journal(ws, journal);
+        ran?;
+        saved?;
+        durable_step("cleanup sweep");
+        return Ok(());
+    }
+    ran
 }
 
 /// A RECOMPUTE's cost in the schedule, as a multiple of the bytes the steps it waits for

@@ -54,8 +54,30 @@ type Selection = (String, String, Vec<String>);
 struct Reads {
     tables: HashMap<String, Arc<LoadedTable>>,
     rows: HashMap<Selection, Arc<Vec<RecordBatch>>>,
+    /// Selections being read in the background ([`Reads::start`]), taken when first asked for.
+    pending: HashMap<Selection, tokio::task::JoinHandle<Result<Vec<RecordBatch>>>>,
     /// Selections read from storage, per table.
     counts: BTreeMap<String, usize>,
+}
+
+/// A read of the rows `predicate` selects in `t`, as a task of its own.
+fn spawn_read(
+    wh: &Warehouse,
+    t: Arc<LoadedTable>,
+    predicate: Predicate,
+) -> tokio::task::JoinHandle<Result<Vec<RecordBatch>>> {
+    let wh = wh.clone();
+    tokio::spawn(async move { Ok(select_rows(&wh, &t, &predicate).await?) })
+}
+
+/// The rows a [`spawn_read`] task read (its panic resumed here).
+async fn joined(
+    task: tokio::task::JoinHandle<Result<Vec<RecordBatch>>>,
+) -> Result<Vec<RecordBatch>> {
+    task.await.map_err(|e| match e.try_into_panic() {
+        Ok(p) => std::panic::resume_unwind(p),
+        Err(e) => Error::Internal(format!("a read of the erasure ended: {e}")),
+    })?
 }
 
 impl Reads {
@@ -77,6 +99,40 @@ impl Reads {
         (table.to_string(), column.to_string(), set)
     }
 
+    /// Starts reading every selection (`table`, `column`, `values`) of `wants` not read or
+    /// being read yet, each as a task of its own, and returns: the reads run in the background
+    /// while the caller goes on (resolving the labels that need other tables' rows first), and
+    /// [`Reads::select`] or [`Reads::prefetch`] take them when they ask for them. A selection
+    /// started but never asked for (its values turned out otherwise) is still counted as read.
+    async fn start(
+        &mut self,
+        wh: &Warehouse,
+        wants: &[(String, String, Vec<Value>)],
+    ) -> Result<()> {
+        for (table, column, values) in wants {
+            let key = Self::key(table, column, values);
+            if values.is_empty() || self.rows.contains_key(&key) || self.pending.contains_key(&key)
+            {
+                continue;
+            }
+            let t = self.table(wh, table).await?;
+            *self.counts.entry(key.0.clone()).or_default() += 1;
+            let task = spawn_read(wh, t, Predicate::is_in(column.clone(), values.clone()));
+            self.pending.insert(key, task);
+        }
+        Ok(())
+    }
+
+    /// The rows of a selection started in the background, once read; None if it wasn't started.
+    async fn take(&mut self, key: &Selection) -> Result<Option<Arc<Vec<RecordBatch>>>> {
+        let Some(task) = self.pending.remove(key) else {
+            return Ok(None);
+        };
+        let rows = Arc::new(joined(task).await?);
+        self.rows.insert(key.clone(), rows.clone());
+        Ok(Some(rows))
+    }
+
     /// Reads every selection (`table`, `column`, `values`) of `wants` not read yet, each as a
     /// task of its own, as many at once as the machine has cores: they are reads of the
     /// current snapshots, independent of one another, and decoding a table's matching files
@@ -88,12 +144,18 @@ impl Reads {
     ) -> Result<()> {
         use futures::{StreamExt, TryStreamExt};
         let mut todo: Vec<(Selection, Arc<LoadedTable>, Predicate)> = Vec::new();
+        let mut started = Vec::new();
         for (table, column, values) in wants {
             let key = Self::key(table, column, values);
             if values.is_empty()
                 || self.rows.contains_key(&key)
                 || todo.iter().any(|(k, ..)| *k == key)
+                || started.contains(&key)
             {
+                continue;
+            }
+            if self.pending.contains_key(&key) {
+                started.push(key);
                 continue;
             }
             let t = self.table(wh, table).await?;
@@ -102,16 +164,8 @@ impl Reads {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let read: Vec<_> = futures::stream::iter(todo)
             .map(|(key, t, predicate)| {
-                let wh = wh.clone();
-                async move {
-                    let rows = tokio::spawn(async move { select_rows(&wh, &t, &predicate).await })
-                        .await
-                        .map_err(|e| match e.try_into_panic() {
-                            Ok(p) => std::panic::resume_unwind(p),
-                            Err(e) => Error::Internal(format!("a read of the erasure ended: {e}")),
-                        })??;
-                    Ok::<_, Error>((key, rows))
-                }
+                let task = spawn_read(wh, t, predicate);
+                async move { Ok::<_, Error>((key, joined(task).await?)) }
             })
             .buffer_unordered(cores)
             .try_collect()
@@ -119,6 +173,9 @@ impl Reads {
         for (key, rows) in read {
             *self.counts.entry(key.0.clone()).or_default() += 1;
             self.rows.insert(key, Arc::new(rows));
+        }
+        for key in started {
+            self.take(&key).await?;
         }
         Ok(())
     }
@@ -152,6 +209,9 @@ impl Reads {
         let key = Self::key(table, column, values);
         if let Some(rows) = self.rows.get(&key) {
             return Ok((t, rows.clone()));
+        }
+        if let Some(rows) = self.take(&key).await? {
+            return Ok((t, rows));
         }
         let rows = Arc::new(
             select_rows(
@@ -377,6 +437,31 @@ pub async fn prepare(
     let mut reads = Reads::default();
     let (mut p, ids) = plan_requests(ws, &mut reads, gov, &subject, requests).await?;
     progress("resolving the subject's values");
+    // The steps selected by the subjects' own IDs read in the background while the labels
+    // found through other tables' rows are resolved: their values are the IDs already, unless
+    // a mapped identifier adds to the root label (a started read whose values then differ is
+    // not used).
+    let (root_table, root_column) = subject.root()?;
+    if subject.mapped.iter().all(|m| m.column != root_column) {
+        let mut by_id: Vec<(String, String, Vec<Value>)> = p
+            .steps
+            .iter()
+            .filter(|s| s.label.as_deref() == Some(root_column.as_str()))
+            .filter_map(|s| Some((s.table.clone(), s.column.clone()?, ids.clone())))
+            .collect();
+        // First the tables whose rows name a key label (`table.column`): resolving waits for
+        // them, the others only at the end.
+        let keyed = |t: &str| {
+            p.steps.iter().any(|s| {
+                s.label
+                    .as_deref()
+                    .and_then(|l| l.rsplit_once('.'))
+                    .is_some_and(|(lt, _)| lt == t)
+            })
+        };
+        by_id.sort_by_key(|(t, ..)| !keyed(t));
+        reads.start(&ws.warehouse, &by_id).await?;
+    }
     let attributed = resolve_attributed(ws, &mut reads, gov, &subject, &p, &ids).await?;
     let flat: BTreeMap<String, Vec<Value>> = attributed
         .iter()
@@ -387,7 +472,6 @@ pub async fn prepare(
         &subject.mapped.iter().map(|m| m.column.clone()).collect(),
     );
     // The root rows and every step's rows, read at once before they are looked at.
-    let (root_table, root_column) = subject.root()?;
     let mut wants = vec![(root_table, root_column, ids.clone())];
     for s in &p.steps {
         if let (Some(col), Some(_)) = (&s.column, &s.label) {

@@ -79,9 +79,9 @@ pub(super) fn record_phase(journal: &mut Journal, table: &str, phase: &str, coun
 
 /// Cleans up every table a DELETE, REWRITE or RECOMPUTE step changed, resuming at the first
 /// phase the journal doesn't record as done (an erasure's `run_steps` has usually done the
-/// history and sweep phases already, each table's as soon as nothing left to run reads it). A phase runs
-/// on its tables concurrently ([`run_ordered`]; each table's commit is its own, its files
-/// synced apart from the others'), each table's counts recorded as it lands.
+/// history and sweep phases already, each table's as soon as nothing left to run reads it).
+/// A phase runs on its tables concurrently ([`run_ordered`]; each table's commit is its own,
+/// its files synced apart from the others'), each table's counts recorded as it lands.
 pub(super) async fn clean_up(
     ws: &Workspace,
     journal: &mut Journal,

@@ -60,6 +60,16 @@ struct Reads {
     counts: BTreeMap<String, usize>,
 }
 
+impl Drop for Reads {
+    /// Background reads nobody asked for (preparing failed, or their values turned out
+    /// otherwise) stop with the preparation instead of running on.
+    fn drop(&mut self) {
+        for task in self.pending.values() {
+            task.abort();
+        }
+    }
+}
+
 /// A read of the rows `predicate` selects in `t`, as a task of its own.
 fn spawn_read(
     wh: &Warehouse,
@@ -506,7 +516,7 @@ pub async fn prepare(
         plan: p,
         steps,
         cases,
-        reads: reads.counts,
+        reads: std::mem::take(&mut reads.counts),
         costs,
     })
 }

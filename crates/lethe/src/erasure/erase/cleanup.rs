@@ -91,7 +91,7 @@ pub(super) async fn clean_up(
     let min_age = Duration::seconds(journal.min_age_seconds);
     let tables = changed_tables(journal);
     let n = tables.len();
-    let mut locations = None;
+    let locations = SharedLocations::default();
     // Phase by phase over every table, the journal saved once per phase: each phase is
     // idempotent (a history already purged commits nothing more, a sweep finds nothing left
     // to remove), so a crash before the save only repeats the phase on the tables already
@@ -107,9 +107,6 @@ pub(super) async fn clean_up(
             .collect();
         if todo.is_empty() {
             continue;
-        }
-        if phase == "sweep" && locations.is_none() {
-            locations = Some(Arc::new(TableLocations::load(&ws.warehouse).await?));
         }
         // Every table's result is recorded before the first failure is returned.
         let touches: Vec<Touch> = todo.iter().map(|(_, t)| Touch::table(t)).collect();
@@ -157,15 +154,17 @@ pub(super) fn history_work(
     table: &str,
     tag: &str,
 ) -> Result<BoxFuture<'static, Result<TableCleanup>>> {
-    phase_work(ws, table, "history", tag, Duration::zero(), None)
+    phase_work(
+        ws,
+        table,
+        "history",
+        tag,
+        Duration::zero(),
+        SharedLocations::default(),
+    )
 }
 
-/// The warehouse's table locations for the sweeps run among an erasure's steps: loaded by the
-/// first sweep that needs them, once (tables are neither created nor moved by an erasure).
-pub(super) type SharedLocations = Arc<tokio::sync::OnceCell<Arc<TableLocations>>>;
-
-/// The sweep phase on one table as work of its own ([`phase_work`]), the table locations
-/// loaded by the first sweep that runs.
+/// The sweep phase on one table as work of its own ([`phase_work`]).
 pub(super) fn sweep_work(
     ws: &Workspace,
     table: &str,
@@ -173,32 +172,23 @@ pub(super) fn sweep_work(
     min_age: Duration,
     locations: &SharedLocations,
 ) -> Result<BoxFuture<'static, Result<TableCleanup>>> {
-    let wh = ws.warehouse.for_concurrent_work();
-    let (ws, table, tag, locations) = (
-        ws.clone(),
-        table.to_string(),
-        tag.to_string(),
-        locations.clone(),
-    );
-    Ok(Box::pin(async move {
-        let tables = locations
-            .get_or_try_init(|| async { TableLocations::load(&wh).await.map(Arc::new) })
-            .await?
-            .clone();
-        phase_work(&ws, &table, "sweep", &tag, min_age, Some(tables))?.await
-    }))
+    phase_work(ws, table, "sweep", tag, min_age, locations.clone())
 }
+
+/// The warehouse's table locations for a run's sweeps: loaded by the first sweep that needs
+/// them, once (tables are neither created nor moved by a cleanup).
+pub(super) type SharedLocations = Arc<tokio::sync::OnceCell<Arc<TableLocations>>>;
 
 /// One cleanup phase on one table, as work that owns what it needs (to run beside the other
 /// tables' phases): it returns the phase's counts. A sweep needs the warehouse's table
-/// locations, loaded once for every table's sweep.
+/// locations, loaded by the first of the run's sweeps that gets to them.
 fn phase_work(
     ws: &Workspace,
     table: &str,
     phase: &'static str,
     tag: &str,
     min_age: Duration,
-    tables: Option<Arc<TableLocations>>,
+    locations: SharedLocations,
 ) -> Result<BoxFuture<'static, Result<TableCleanup>>> {
     let name = TableName::parse(table)?;
     let wh = ws.warehouse.for_concurrent_work();
@@ -217,10 +207,10 @@ fn phase_work(
                 c.versions_purged = purge_versions(&wh, &name).await?.versions_deleted;
             }
             _ => {
-                let tables = tables.ok_or_else(|| {
-                    crate::error::Error::Internal("a sweep without the table locations".into())
-                })?;
-                let r = sweep_among(&wh, &name, min_age, false, clock.as_ref(), &tables).await?;
+                let tables = locations
+                    .get_or_try_init(|| async { TableLocations::load(&wh).await.map(Arc::new) })
+                    .await?;
+                let r = sweep_among(&wh, &name, min_age, false, clock.as_ref(), tables).await?;
                 c.files_removed = r.removed;
                 c.files_too_young = r.too_young;
             }
@@ -241,11 +231,8 @@ pub(crate) async fn clean_tables(
     let mut c = TableCleanup::default();
     let n = tables.len();
     let touches: Vec<Touch> = tables.iter().map(|t| Touch::table(t)).collect();
-    let mut locations = None;
+    let locations = SharedLocations::default();
     for phase in PHASES {
-        if phase == "sweep" {
-            locations = Some(Arc::new(TableLocations::load(&ws.warehouse).await?));
-        }
         run_ordered(
             &touches,
             &[],

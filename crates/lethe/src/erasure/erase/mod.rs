@@ -496,10 +496,9 @@ async fn run_steps(
     let steps = journal.steps.clone();
     let mut history_at = 0;
     let mut sweep_at = 0;
-    // Sweeps are recorded without a save of their own: a sweep repeated after a crash finds
-    // nothing left to remove (the counts then say what the repeat did), and the next save —
-    // another piece's, or the one after the last piece — keeps them.
-    let mut unsaved = false;
+    // Sweeps are recorded without a save of their own (a sweep repeated after a crash finds
+    // nothing left to remove; the counts then say what the repeat did), saved once after the
+    // last piece.
     let ran = schedule::run_ordered(
         &touches,
         &piece_costs,
@@ -532,27 +531,23 @@ async fn run_steps(
         },
         |k, done| match (&pieces[k], done) {
             (Piece::Step(i), Outcome::Step(landed)) => {
-                record_step(ws, journal, *i, landed, progress)?;
-                unsaved = false;
-                Ok(())
+                record_step(ws, journal, *i, landed, progress)
             }
             (Piece::History(t), Outcome::History(counts)) => {
                 cleanup::record_phase(journal, t, "history", &counts);
                 save_journal(ws, journal)?;
-                unsaved = false;
                 durable_step(&format!("cleanup history {t}"));
                 Ok(())
             }
             (Piece::Sweep(t), Outcome::Sweep(counts)) => {
                 cleanup::record_phase(journal, t, "sweep", &counts);
-                unsaved = true;
                 Ok(())
             }
             _ => Err(Error::Internal("an erasure piece landed as another".into())),
         },
     )
     .await;
-    if unsaved {
+    if n_sweeps > 0 {
         // The sweeps that landed are kept even when another piece failed.
         let saved = save_journal(ws, journal);
         ran?;

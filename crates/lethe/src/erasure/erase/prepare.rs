@@ -70,26 +70,6 @@ impl Drop for Reads {
     }
 }
 
-/// A read of the rows `predicate` selects in `t`, as a task of its own.
-fn spawn_read(
-    wh: &Warehouse,
-    t: Arc<LoadedTable>,
-    predicate: Predicate,
-) -> tokio::task::JoinHandle<Result<Vec<RecordBatch>>> {
-    let wh = wh.clone();
-    tokio::spawn(async move { Ok(select_rows(&wh, &t, &predicate).await?) })
-}
-
-/// The rows a [`spawn_read`] task read (its panic resumed here).
-async fn joined(
-    task: tokio::task::JoinHandle<Result<Vec<RecordBatch>>>,
-) -> Result<Vec<RecordBatch>> {
-    task.await.map_err(|e| match e.try_into_panic() {
-        Ok(p) => std::panic::resume_unwind(p),
-        Err(e) => Error::Internal(format!("a read of the erasure ended: {e}")),
-    })?
-}
-
 impl Reads {
     /// The table as loaded (once).
     async fn table(&mut self, wh: &Warehouse, table: &str) -> Result<Arc<LoadedTable>> {
@@ -127,7 +107,8 @@ impl Reads {
             }
             let t = self.table(wh, table).await?;
             *self.counts.entry(key.0.clone()).or_default() += 1;
-            let task = spawn_read(wh, t, Predicate::is_in(column.clone(), values.clone()));
+            let (wh, predicate) = (wh.clone(), Predicate::is_in(column.clone(), values.clone()));
+            let task = tokio::spawn(async move { Ok(select_rows(&wh, &t, &predicate).await?) });
             self.pending.insert(key, task);
         }
         Ok(())
@@ -138,54 +119,28 @@ impl Reads {
         let Some(task) = self.pending.remove(key) else {
             return Ok(None);
         };
-        let rows = Arc::new(joined(task).await?);
+        let rows = task.await.map_err(|e| match e.try_into_panic() {
+            Ok(p) => std::panic::resume_unwind(p),
+            Err(e) => Error::Internal(format!("a read of the erasure ended: {e}")),
+        })??;
+        let rows = Arc::new(rows);
         self.rows.insert(key.clone(), rows.clone());
         Ok(Some(rows))
     }
 
     /// Reads every selection (`table`, `column`, `values`) of `wants` not read yet, each as a
-    /// task of its own, as many at once as the machine has cores: they are reads of the
-    /// current snapshots, independent of one another, and decoding a table's matching files
-    /// is CPU work one task would do on one core. [`Reads::select`] then finds them read.
+    /// task of its own ([`Reads::start`]; the runtime's workers, one per core, run them): they
+    /// are reads of the current snapshots, independent of one another, and decoding a table's
+    /// matching files is CPU work one task would do on one core. [`Reads::select`] then finds
+    /// them read.
     async fn prefetch(
         &mut self,
         wh: &Warehouse,
         wants: &[(String, String, Vec<Value>)],
     ) -> Result<()> {
-        use futures::{StreamExt, TryStreamExt};
-        let mut todo: Vec<(Selection, Arc<LoadedTable>, Predicate)> = Vec::new();
-        let mut started = Vec::new();
+        self.start(wh, wants).await?;
         for (table, column, values) in wants {
-            let key = Self::key(table, column, values);
-            if values.is_empty()
-                || self.rows.contains_key(&key)
-                || todo.iter().any(|(k, ..)| *k == key)
-                || started.contains(&key)
-            {
-                continue;
-            }
-            if self.pending.contains_key(&key) {
-                started.push(key);
-                continue;
-            }
-            let t = self.table(wh, table).await?;
-            todo.push((key, t, Predicate::is_in(column.clone(), values.clone())));
-        }
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let read: Vec<_> = futures::stream::iter(todo)
-            .map(|(key, t, predicate)| {
-                let task = spawn_read(wh, t, predicate);
-                async move { Ok::<_, Error>((key, joined(task).await?)) }
-            })
-            .buffer_unordered(cores)
-            .try_collect()
-            .await?;
-        for (key, rows) in read {
-            *self.counts.entry(key.0.clone()).or_default() += 1;
-            self.rows.insert(key, Arc::new(rows));
-        }
-        for key in started {
-            self.take(&key).await?;
+            self.take(&Self::key(table, column, values)).await?;
         }
         Ok(())
     }

@@ -35,15 +35,23 @@ else
 fi
 py="$(bash scripts/python-env.sh)"
 scripts="$(pwd)/scripts"
-timed() { # timed NAME CMD... : runs CMD under /usr/bin/time -v, prints "NAME wall=.. peak_rss_kB=.."
+# timed NAME CMD... : runs CMD under /usr/bin/time -v, prints "NAME wall=.. ms=.. peak_rss_kB=..";
+# wall is /usr/bin/time's (10 ms steps, too coarse for a 0.1 s erasure), ms the shell's clock
+# around the same process (microseconds), also appended to $out/walls.txt as "NAME MS".
+timed() {
   local name="$1"; shift
+  local t0 t1
+  t0=$EPOCHREALTIME
   /usr/bin/time -v -o "$out/$name.time" "$@" > "$out/$name.out"
-  local s kb
+  t1=$EPOCHREALTIME
+  local s kb ms
   s=$(grep "Elapsed (wall clock)" "$out/$name.time" | awk '{print $NF}')
   kb=$(grep "Maximum resident" "$out/$name.time" | awk '{print $NF}')
-  echo "$name wall=$s peak_rss_kB=$kb"
+  ms=$(echo "($t1 - $t0) * 1000" | bc)
+  echo "$name $ms" >> "$out/walls.txt"
+  printf '%s wall=%s ms=%.1f peak_rss_kB=%s\n' "$name" "$s" "$ms" "$kb"
 }
-now() { date +%s.%N; }
+now() { echo "$EPOCHREALTIME"; }
 
 for scale in $scan_scales; do
   d="$out/scan$scale"
@@ -130,4 +138,25 @@ for scale in $erase_scales; do
     done
   done
   for who in $sides; do rm -rf "$out/erase$scale-$who" "$out/erase$scale-$who.pristine"; done
+  # Each side's best and median, and PyIceberg's time over lethe's (whole processes).
+  "$py" - "$out/walls.txt" "$scale" <<'EOF'
+import statistics, sys
+walls, scale = sys.argv[1], sys.argv[2]
+sides = {"lethe": "erase-lethe", "wh": "erase-lethe-wh", "before-wh": "erase-before-wh",
+         "py": "erase-py"}
+ms = {}
+for line in open(walls):
+    name, t = line.split()
+    head, _, rnd = name.rpartition("-")
+    for side, prefix in sides.items():
+        if head == f"{prefix}-{scale}" and rnd.isdigit():
+            ms.setdefault(side, []).append(float(t))
+for side, v in ms.items():
+    print(f"  {side}: best {min(v):.1f} ms, median {statistics.median(v):.1f} ms over {len(v)} rounds")
+for side in ("wh", "lethe"):
+    if side in ms and "py" in ms:
+        best = min(ms["py"]) / min(ms[side])
+        med = statistics.median(ms["py"]) / statistics.median(ms[side])
+        print(f"  PyIceberg / lethe {side}: {best:.1f}x best to best, {med:.1f}x median to median")
+EOF
 done

@@ -1,0 +1,26 @@
+# Alternated A/B of lethe binaries on one demo (BENCHMARKS.md sections 35-36):
+#   python3 scripts/ab_erase.py DEMO_NAME ROUNDS 'label=/path/to/lethe[;VAR=value...]' ...
+# DEMO_NAME is a demo at /tmp/DEMO_NAME with a pristine copy at /tmp/DEMO_NAME.pristine (made
+# with `cp -a` after `lethe demo init --dir /tmp/DEMO_NAME`); each run restores it, then times
+# `lethe erase` of learner 3590 as a whole process with perf_counter. Rounds alternate the
+# binaries' order; prints each label's median, best and mean. Copy the binaries anew together
+# before comparing them (section 35: a binary's page-cache state moves an erasure by ~20%).
+import subprocess,time,sys,statistics,os
+# abe.py DIR ROUNDS 'label=BIN[;ENV=V,...]' ...
+D=sys.argv[1]; R=int(sys.argv[2]); specs=sys.argv[3:]
+def parse(s):
+    label,rest=s.split('=',1); parts=rest.split(';'); env=dict(os.environ)
+    for kv in parts[1:]:
+        k,v=kv.split('=',1); env[k]=v
+    return label,parts[0],env
+specs=[parse(s) for s in specs]
+res={l:[] for l,_,_ in specs}
+for r in range(R):
+    order=specs if r%2==0 else specs[::-1]
+    for l,b,env in order:
+        subprocess.run(f"rm -rf /tmp/{D} && cp -a /tmp/{D}.pristine /tmp/{D} && sync",shell=True)
+        t=time.perf_counter()
+        p=subprocess.run([b,'erase','--subject','learner=3590','--request','e-1','--min-age','0','--json'],cwd=f'/tmp/{D}',stdout=subprocess.DEVNULL,stderr=subprocess.DEVNULL,env=env)
+        res[l].append(time.perf_counter()-t)
+        assert p.returncode==0,(l,p.returncode)
+for l,v in res.items(): print(f"{l:14s} median {statistics.median(v)*1000:6.1f} ms  best {min(v)*1000:6.1f}  mean {statistics.mean(v)*1000:6.1f}")

@@ -149,9 +149,6 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    // `lethe tables | head` should end quietly, as Unix tools do, not panic on a closed pipe.
-    // The cluster's servers keep SIGPIPE ignored: a peer that closes a connection must not
-    // kill them.
     // Libraries' errors record a backtrace when they are made if RUST_BACKTRACE is set, and
     // iceberg makes some on its normal path (a requirement checked at each commit, a column
     // asked whether it is a metadata column): a stack walk each, never shown, since lethe
@@ -161,6 +158,9 @@ fn main() -> ExitCode {
         // SAFETY: no other thread runs yet (the runtime starts below).
         unsafe { std::env::set_var("RUST_LIB_BACKTRACE", "0") };
     }
+    // `lethe tables | head` should end quietly, as Unix tools do, not panic on a closed pipe.
+    // The cluster's servers keep SIGPIPE ignored: a peer that closes a connection must not
+    // kill them.
     #[cfg(unix)]
     if !matches!(cli.command, Command::Scheduler(_) | Command::Executor(_)) {
         // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.

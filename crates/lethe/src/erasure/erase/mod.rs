@@ -487,12 +487,10 @@ async fn run_steps(
     let mut piece_costs: Vec<u64> = Vec::with_capacity(pieces.len());
     for (k, piece) in pieces.iter().enumerate() {
         piece_costs.push(match piece {
-            Piece::Step(i) if journal.steps[*i].action == Action::Recompute => {
-                recompute_cost(waits[k].iter().map(|&w| piece_costs[w]))
-            }
             Piece::Step(i) => match journal.steps[*i].action {
+                Action::Recompute => recompute_cost(waits[k].iter().map(|&w| piece_costs[w])),
                 Action::Delete | Action::Rewrite => step_cost(costs.get(*i).copied().unwrap_or(0)),
-                _ => 0,
+                Action::NoAction | Action::Unresolved => 0,
             },
             Piece::History(_) | Piece::Sweep(_) => 0,
         });

@@ -1,12 +1,12 @@
-# Alternated A/B of lethe binaries on one demo (BENCHMARKS.md sections 35-36):
+# Alternated A/B of lethe binaries on one demo (BENCHMARKS.md sections 35-37):
 #   python3 scripts/ab_erase.py DEMO_NAME ROUNDS 'label=/path/to/lethe[;VAR=value...]' ...
 # DEMO_NAME is a demo at /tmp/DEMO_NAME with a pristine copy at /tmp/DEMO_NAME.pristine (made
 # with `cp -a` after `lethe demo init --dir /tmp/DEMO_NAME`); each run restores it, then times
 # `lethe erase` of learner 3590 as a whole process with perf_counter. Rounds alternate the
-# binaries' order; prints each label's median, best and mean. Copy the binaries anew together
+# binaries' order; prints each label's wall median, best and mean, and the medians of its user
+# and system CPU time and minor page faults (from wait4). Copy the binaries anew together
 # before comparing them (section 35: a binary's page-cache state moves an erasure by ~20%).
 import subprocess,time,sys,statistics,os
-# abe.py DIR ROUNDS 'label=BIN[;ENV=V,...]' ...
 D=sys.argv[1]; R=int(sys.argv[2]); specs=sys.argv[3:]
 def parse(s):
     label,rest=s.split('=',1); parts=rest.split(';'); env=dict(os.environ)
@@ -20,7 +20,13 @@ for r in range(R):
     for l,b,env in order:
         subprocess.run(f"rm -rf /tmp/{D} && cp -a /tmp/{D}.pristine /tmp/{D} && sync",shell=True)
         t=time.perf_counter()
-        p=subprocess.run([b,'erase','--subject','learner=3590','--request','e-1','--min-age','0','--json'],cwd=f'/tmp/{D}',stdout=subprocess.DEVNULL,stderr=subprocess.DEVNULL,env=env)
-        res[l].append(time.perf_counter()-t)
-        assert p.returncode==0,(l,p.returncode)
-for l,v in res.items(): print(f"{l:14s} median {statistics.median(v)*1000:6.1f} ms  best {min(v)*1000:6.1f}  mean {statistics.mean(v)*1000:6.1f}")
+        p=subprocess.Popen([b,'erase','--subject','learner=3590','--request','e-1','--min-age','0','--json'],cwd=f'/tmp/{D}',stdout=subprocess.DEVNULL,stderr=subprocess.DEVNULL,env=env)
+        _,status,use=os.wait4(p.pid,0)
+        wall=time.perf_counter()-t
+        assert status==0,(l,status)
+        res[l].append((wall,use.ru_utime,use.ru_stime,use.ru_minflt))
+for l,v in res.items():
+    walls=[x[0] for x in v]
+    med=lambda i: statistics.median(x[i] for x in v)
+    print(f"{l:14s} median {statistics.median(walls)*1000:6.1f} ms  best {min(walls)*1000:6.1f}  mean {statistics.mean(walls)*1000:6.1f}"
+          f"  user {med(1)*1000:6.1f}  sys {med(2)*1000:6.1f}  faults {med(3):.0f}")

@@ -18,7 +18,9 @@ use arrow::array::{
 };
 use arrow::compute;
 use arrow::datatypes::{DataType, Field, SchemaRef as ArrowSchemaRef};
+use arrow::record_batch::RecordBatchReader;
 use iceberg::spec::{Literal, PrimitiveLiteral, Schema};
+use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use crate::error::{Error, Result};
@@ -44,17 +46,56 @@ pub fn read_data_file(
     project_batches(&file_schema, &batches, schema, location, false)
 }
 
+/// Reads only the top-level columns of `columns` — some of the table's current schema's
+/// fields, as a schema of their own — from a Parquet data file, in file order: the file's other
+/// columns are neither decompressed nor decoded. Matched as [`read_data_file`] matches them.
+pub fn read_data_file_columns(
+    store: &dyn FileStore,
+    location: &str,
+    columns: &Schema,
+) -> Result<Vec<RecordBatch>> {
+    let target = writer::arrow_schema(columns)?;
+    let (file_schema, batches) = read_stored(store, location, |file| {
+        let mut roots: Vec<usize> = map_columns(file, columns, &target)
+            .into_iter()
+            .flatten()
+            .collect();
+        roots.sort_unstable();
+        roots.dedup();
+        roots
+    })?;
+    project_batches(&file_schema, &batches, columns, location, false)
+}
+
 /// Reads a whole Parquet file as stored: its own Arrow schema (field ids in the fields'
 /// `PARQUET:field_id` metadata) and its batches in file order.
 pub fn read_raw(
     store: &dyn FileStore,
     location: &str,
 ) -> Result<(ArrowSchemaRef, Vec<RecordBatch>)> {
+    read_stored(store, location, |file| (0..file.fields().len()).collect())
+}
+
+/// Reads the top-level columns `roots` picks (by their index in the file's Arrow schema) of a
+/// Parquet file: the schema of what was read, and its batches in file order.
+fn read_stored(
+    store: &dyn FileStore,
+    location: &str,
+    roots: impl FnOnce(&ArrowSchemaRef) -> Vec<usize>,
+) -> Result<(ArrowSchemaRef, Vec<RecordBatch>)> {
     let reader = store.open(location)?;
     let builder = ParquetRecordBatchReaderBuilder::try_new(reader)
         .map_err(|e| Error::invalid(format!("{location} can't be read as Parquet: {e}")))?;
-    let file_schema = builder.schema().clone();
+    let picked = roots(builder.schema());
+    let all = picked.len() == builder.schema().fields().len();
+    let builder = if all {
+        builder
+    } else {
+        let mask = ProjectionMask::roots(builder.parquet_schema(), picked);
+        builder.with_projection(mask)
+    };
     let reader = builder.with_batch_size(65_536).build()?;
+    let file_schema = reader.schema();
     let mut out = Vec::new();
     for batch in reader {
         out.push(batch?);

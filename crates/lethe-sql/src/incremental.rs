@@ -84,6 +84,9 @@ pub struct KeyedScan {
     /// Its columns t such that a change of the scan's rows alters only output rows whose key is
     /// one of the changed rows' t values (empty: none does).
     pub columns: Vec<String>,
+    /// Every column of the table the scan reads (its projection and the columns of filters
+    /// pushed into it): a change of the table's rows the query can see is a change of these.
+    pub reads: Vec<String>,
 }
 
 /// An output column whose values bound what changes of the inputs alter.
@@ -266,8 +269,8 @@ fn check_expressions(plan: &LogicalPlan) -> Result<(), NotIncremental> {
 
 #[derive(Default)]
 struct Walk {
-    /// The scans met, in plan order: (table, its output columns).
-    scans: Vec<(String, Vec<String>)>,
+    /// The scans met, in plan order: (table, its output columns, every column it reads).
+    scans: Vec<(String, Vec<String>, Vec<String>)>,
 }
 
 impl Walk {
@@ -291,7 +294,15 @@ impl Walk {
                     .iter()
                     .map(|f| f.name().clone())
                     .collect();
-                self.scans.push((table_name(&s.table_name), cols.clone()));
+                let mut reads: BTreeSet<String> = cols.iter().cloned().collect();
+                for f in &s.filters {
+                    reads.extend(f.column_refs().into_iter().map(|c| c.name.clone()));
+                }
+                self.scans.push((
+                    table_name(&s.table_name),
+                    cols.clone(),
+                    reads.into_iter().collect(),
+                ));
                 let fields: Vec<Option<ColId>> =
                     cols.iter().map(|c| Some((i, c.clone()))).collect();
                 let kc = cols
@@ -464,8 +475,9 @@ pub fn recompute_keys(
             .scans
             .iter()
             .enumerate()
-            .map(|(i, (table, cols))| KeyedScan {
+            .map(|(i, (table, cols, reads))| KeyedScan {
                 table: table.clone(),
+                reads: reads.clone(),
                 columns: cols
                     .iter()
                     .filter(|c| {
@@ -617,6 +629,38 @@ mod tests {
             ks.iter().all(|k| k.name != "learners"),
             "an aggregate is no key"
         );
+    }
+
+    #[tokio::test]
+    async fn each_scan_says_every_column_it_reads_and_no_other() {
+        let ks = keys(DEMO).await.unwrap();
+        let k = ks.iter().find(|k| k.name == "course_id").unwrap();
+        let reads = |t: &'static str| -> Vec<&str> {
+            k.scans_of(t)
+                .flat_map(|s| s.reads.iter().map(String::as_str))
+                .collect()
+        };
+        assert_eq!(reads("courses"), ["course_id", "title"]);
+        assert_eq!(
+            reads("enrollments"),
+            ["course_id", "enrollment_id", "learner_id"]
+        );
+        assert_eq!(
+            reads("reviews"),
+            ["course_id", "learner_id", "rating", "review_id"]
+        );
+        // A column only a filter reads is read too.
+        let ks = keys(
+            "SELECT e.course_id, count(*) AS n FROM enrollments e              WHERE e.learner_id > 3 GROUP BY e.course_id",
+        )
+        .await
+        .unwrap();
+        let k = ks.iter().find(|k| k.name == "course_id").unwrap();
+        let reads: Vec<&str> = k
+            .scans_of("enrollments")
+            .flat_map(|s| s.reads.iter().map(String::as_str))
+            .collect();
+        assert_eq!(reads, ["course_id", "learner_id"]);
     }
 
     #[tokio::test]

@@ -1002,6 +1002,73 @@ async fn an_incremental_recompute_equals_a_full_run_after_random_changes() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn an_incremental_recompute_ignores_changes_of_columns_its_query_does_not_read() {
+    use lethe::pipeline::{Pipeline, RecomputeMode, recompute, run};
+    let demo = Demo::new().await;
+    let ws = &demo.ws;
+    let p = Pipeline::find(&ws.config.paths.pipelines, "course_performance").unwrap();
+    run(ws, &p).await.unwrap();
+    let target = TableName::parse("analytics.course_performance").unwrap();
+    let before = ws
+        .warehouse
+        .load(&target)
+        .await
+        .unwrap()
+        .metadata
+        .current_snapshot_id();
+    // Columns the query reads none of: enrollments' completed_at, reviews' text.
+    for (table, column) in [
+        ("learning.enrollments", "completed_at"),
+        ("learning.reviews", "text"),
+    ] {
+        rewrite_rows(
+            &ws.warehouse,
+            &TableName::parse(table).unwrap(),
+            &RowRewrite::set_null(
+                Predicate::is_in("learner_id", vec![Value::Int(3590), Value::Int(17)]),
+                vec![column.into()],
+            ),
+        )
+        .await
+        .unwrap();
+    }
+    let done = recompute(ws, &p, BTreeMap::new()).await.unwrap();
+    assert_eq!(done.how.mode, RecomputeMode::Incremental, "{}", done.how);
+    assert_eq!(done.how.keys, 0, "{}", done.how);
+    assert!(done.run.is_none(), "nothing to write: {:?}", done.run);
+    assert_eq!(
+        ws.warehouse
+            .load(&target)
+            .await
+            .unwrap()
+            .metadata
+            .current_snapshot_id(),
+        before,
+        "the target is not rewritten"
+    );
+    // A column it reads: the ratings of learner 3590's reviews.
+    rewrite_rows(
+        &ws.warehouse,
+        &TableName::parse("learning.reviews").unwrap(),
+        &RowRewrite::set_null(
+            Predicate::eq("learner_id", Value::Int(3590)),
+            vec!["rating".into()],
+        ),
+    )
+    .await
+    .unwrap();
+    let done = recompute(ws, &p, BTreeMap::new()).await.unwrap();
+    assert_eq!(done.how.mode, RecomputeMode::Incremental, "{}", done.how);
+    assert!(done.how.keys >= 1, "{}", done.how);
+    assert!(done.run.is_some());
+    assert_eq!(
+        table_rows(ws, &target).await,
+        full_run_rows(ws, &p).await,
+        "the same rows as a full run"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn the_demos_erasure_recomputes_course_performance_incrementally() {
     use lethe::pipeline::{Pipeline, RecomputeMode};
     let demo = Demo::new().await;

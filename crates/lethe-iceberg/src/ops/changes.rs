@@ -15,9 +15,10 @@ use std::collections::{HashMap, HashSet};
 
 use arrow::array::{RecordBatch, UInt32Array};
 use arrow::row::{RowConverter, Rows, SortField};
+use iceberg::spec::Schema;
 
 use crate::error::Result;
-use crate::read::read_data_file;
+use crate::read::{read_data_file, read_data_file_columns};
 use crate::table::{LoadedTable, TrackedFile, Warehouse};
 
 /// What [`changed_rows`] found.
@@ -30,8 +31,16 @@ pub enum Changes {
     Unknown(String),
 }
 
-/// The rows that differ between snapshot `from` of `table` and its current snapshot.
-pub async fn changed_rows(wh: &Warehouse, table: &LoadedTable, from: i64) -> Result<Changes> {
+/// The rows that differ between snapshot `from` of `table` and its current snapshot; with
+/// `columns`, as seen through those top-level columns of the current schema alone (only they
+/// are read: rows that differ only in other columns cancel out, as a reader of those columns
+/// can't tell them apart).
+pub async fn changed_rows(
+    wh: &Warehouse,
+    table: &LoadedTable,
+    from: i64,
+    columns: Option<&[String]>,
+) -> Result<Changes> {
     let name = &table.name;
     let Some(old) = table.metadata.snapshot_by_id(from) else {
         return Ok(Changes::Unknown(format!(
@@ -53,6 +62,19 @@ pub async fn changed_rows(wh: &Warehouse, table: &LoadedTable, from: i64) -> Res
     };
     let (before, now) = (paths(&old_files)?, paths(&new_files)?);
     let schema = table.metadata.current_schema();
+    let seen = match columns {
+        None => None,
+        Some(names) => {
+            let fields = schema
+                .as_struct()
+                .fields()
+                .iter()
+                .filter(|f| names.contains(&f.name))
+                .cloned()
+                .collect::<Vec<_>>();
+            Some(Schema::builder().with_fields(fields).build()?)
+        }
+    };
     let mut batches: Vec<(i64, RecordBatch)> = Vec::new();
     for (files, other, sign) in [(&old_files, &now, 1i64), (&new_files, &before, -1)] {
         for f in files {
@@ -60,7 +82,11 @@ pub async fn changed_rows(wh: &Warehouse, table: &LoadedTable, from: i64) -> Res
             if other.contains(&wh.store.normalize(path)?) {
                 continue;
             }
-            for b in read_data_file(wh.store.as_ref(), path, schema)? {
+            let read = match &seen {
+                None => read_data_file(wh.store.as_ref(), path, schema)?,
+                Some(s) => read_data_file_columns(wh.store.as_ref(), path, s)?,
+            };
+            for b in read {
                 batches.push((sign, b));
             }
         }

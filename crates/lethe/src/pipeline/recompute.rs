@@ -229,8 +229,15 @@ async fn incremental(
         if scans.is_empty() {
             continue; // the optimized plan doesn't read it
         }
+        // Only the columns the plan reads of the table: a change the query can't see alters
+        // no output row, and the files' other columns need not be decoded to compare rows.
+        let reads: BTreeSet<String> = key
+            .scans_of(t)
+            .flat_map(|s| s.reads.iter().cloned())
+            .collect();
+        let reads: Vec<String> = reads.into_iter().collect();
         let table = ws.warehouse.load(&TableName::parse(t)?).await?;
-        let rows = match changed_rows(&ws.warehouse, &table, *from).await? {
+        let rows = match changed_rows(&ws.warehouse, &table, *from, Some(&reads)).await? {
             Changes::Rows(r) => r,
             Changes::Unknown(why) => return Ok(Err(why)),
         };

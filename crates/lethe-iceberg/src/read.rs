@@ -33,7 +33,9 @@ fn field_id(f: &Field) -> Option<i32> {
     f.metadata().get(FIELD_ID_KEY).and_then(|v| v.parse().ok())
 }
 
-/// Reads a whole Parquet data file as batches in `schema` (the table's current schema).
+/// Reads a Parquet data file as batches in `schema` (the table's current schema, or some of
+/// its top-level fields as a schema of their own): only the file's columns that `schema`'s
+/// fields match are decompressed and decoded.
 ///
 /// Rows come in file order, so the n-th row read is at position n (what position deletes
 /// name). A required column the file lacks is an error.
@@ -42,21 +44,9 @@ pub fn read_data_file(
     location: &str,
     schema: &Schema,
 ) -> Result<Vec<RecordBatch>> {
-    let (file_schema, batches) = read_raw(store, location)?;
-    project_batches(&file_schema, &batches, schema, location, false)
-}
-
-/// Reads only the top-level columns of `columns` — some of the table's current schema's
-/// fields, as a schema of their own — from a Parquet data file, in file order: the file's other
-/// columns are neither decompressed nor decoded. Matched as [`read_data_file`] matches them.
-pub fn read_data_file_columns(
-    store: &dyn FileStore,
-    location: &str,
-    columns: &Schema,
-) -> Result<Vec<RecordBatch>> {
-    let target = writer::arrow_schema(columns)?;
+    let target = writer::arrow_schema(schema)?;
     let (file_schema, batches) = read_stored(store, location, |file| {
-        let mut roots: Vec<usize> = map_columns(file, columns, &target)
+        let mut roots: Vec<usize> = map_columns(file, schema, &target)
             .into_iter()
             .flatten()
             .collect();
@@ -64,7 +54,7 @@ pub fn read_data_file_columns(
         roots.dedup();
         roots
     })?;
-    project_batches(&file_schema, &batches, columns, location, false)
+    project_batches(&file_schema, &batches, schema, location, false)
 }
 
 /// Reads a whole Parquet file as stored: its own Arrow schema (field ids in the fields'

@@ -18,7 +18,7 @@ use arrow::row::{RowConverter, Rows, SortField};
 use iceberg::spec::Schema;
 
 use crate::error::Result;
-use crate::read::{read_data_file, read_data_file_columns};
+use crate::read::read_data_file;
 use crate::table::{LoadedTable, TrackedFile, Warehouse};
 
 /// What [`changed_rows`] found.
@@ -31,15 +31,15 @@ pub enum Changes {
     Unknown(String),
 }
 
-/// The rows that differ between snapshot `from` of `table` and its current snapshot; with
-/// `columns`, as seen through those top-level columns of the current schema alone (only they
-/// are read: rows that differ only in other columns cancel out, as a reader of those columns
-/// can't tell them apart).
+/// The rows that differ between snapshot `from` of `table` and its current snapshot, as seen
+/// through the top-level columns `columns` of the current schema alone (only they are read:
+/// rows that differ only in other columns cancel out, as a reader of those columns can't tell
+/// them apart).
 pub async fn changed_rows(
     wh: &Warehouse,
     table: &LoadedTable,
     from: i64,
-    columns: Option<&[String]>,
+    columns: &[String],
 ) -> Result<Changes> {
     let name = &table.name;
     let Some(old) = table.metadata.snapshot_by_id(from) else {
@@ -61,20 +61,18 @@ pub async fn changed_rows(
             .collect()
     };
     let (before, now) = (paths(&old_files)?, paths(&new_files)?);
-    let schema = table.metadata.current_schema();
-    let seen = match columns {
-        None => None,
-        Some(names) => {
-            let fields = schema
+    let seen = Schema::builder()
+        .with_fields(
+            table
+                .metadata
+                .current_schema()
                 .as_struct()
                 .fields()
                 .iter()
-                .filter(|f| names.contains(&f.name))
-                .cloned()
-                .collect::<Vec<_>>();
-            Some(Schema::builder().with_fields(fields).build()?)
-        }
-    };
+                .filter(|f| columns.contains(&f.name))
+                .cloned(),
+        )
+        .build()?;
     let mut batches: Vec<(i64, RecordBatch)> = Vec::new();
     for (files, other, sign) in [(&old_files, &now, 1i64), (&new_files, &before, -1)] {
         for f in files {
@@ -82,11 +80,7 @@ pub async fn changed_rows(
             if other.contains(&wh.store.normalize(path)?) {
                 continue;
             }
-            let read = match &seen {
-                None => read_data_file(wh.store.as_ref(), path, schema)?,
-                Some(s) => read_data_file_columns(wh.store.as_ref(), path, s)?,
-            };
-            for b in read {
+            for b in read_data_file(wh.store.as_ref(), path, &seen)? {
                 batches.push((sign, b));
             }
         }

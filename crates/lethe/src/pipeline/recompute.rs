@@ -231,13 +231,12 @@ async fn incremental(
         }
         // Only the columns the plan reads of the table: a change the query can't see alters
         // no output row, and the files' other columns need not be decoded to compare rows.
-        let reads: BTreeSet<String> = key
+        let reads: Vec<String> = key
             .scans_of(t)
             .flat_map(|s| s.reads.iter().cloned())
             .collect();
-        let reads: Vec<String> = reads.into_iter().collect();
         let table = ws.warehouse.load(&TableName::parse(t)?).await?;
-        let rows = match changed_rows(&ws.warehouse, &table, *from, Some(&reads)).await? {
+        let rows = match changed_rows(&ws.warehouse, &table, *from, &reads).await? {
             Changes::Rows(r) => r,
             Changes::Unknown(why) => return Ok(Err(why)),
         };

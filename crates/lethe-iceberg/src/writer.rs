@@ -134,6 +134,7 @@ fn plain_columns(first: &RecordBatch) -> Vec<ColumnPath> {
 /// values and their plain-encoded bytes (byte arrays carry a 4-byte length each). `None` for
 /// the types [`plain_columns`] leaves alone.
 fn dictionary_sample(column: &ArrayRef) -> Option<(usize, usize, usize, usize)> {
+    let n = column.len();
     Some(match column.data_type() {
         DataType::Utf8 => tally(
             column
@@ -142,6 +143,7 @@ fn dictionary_sample(column: &ArrayRef) -> Option<(usize, usize, usize, usize)> 
                 .flatten()
                 .map(str::as_bytes),
             4,
+            n,
         ),
         DataType::LargeUtf8 => tally(
             column
@@ -150,10 +152,11 @@ fn dictionary_sample(column: &ArrayRef) -> Option<(usize, usize, usize, usize)> 
                 .flatten()
                 .map(str::as_bytes),
             4,
+            n,
         ),
-        DataType::Binary => tally(column.as_binary::<i32>().iter().flatten(), 4),
-        DataType::LargeBinary => tally(column.as_binary::<i64>().iter().flatten(), 4),
-        DataType::FixedSizeBinary(_) => tally(column.as_fixed_size_binary().iter().flatten(), 0),
+        DataType::Binary => tally(column.as_binary::<i32>().iter().flatten(), 4, n),
+        DataType::LargeBinary => tally(column.as_binary::<i64>().iter().flatten(), 4, n),
+        DataType::FixedSizeBinary(_) => tally(column.as_fixed_size_binary().iter().flatten(), 0, n),
         t if t.is_primitive() => {
             let width = t.primitive_width()?;
             let data = column.to_data();
@@ -163,17 +166,23 @@ fn dictionary_sample(column: &ArrayRef) -> Option<(usize, usize, usize, usize)> 
                     .filter(|&i| data.is_valid(i))
                     .map(|i| &bytes[i * width..(i + 1) * width]),
                 0,
+                n,
             )
         }
         _ => return None,
     })
 }
 
-/// [`dictionary_sample`]'s figures for `values`, each stored plain with `extra` bytes more.
-fn tally<'a>(values: impl Iterator<Item = &'a [u8]>, extra: usize) -> (usize, usize, usize, usize) {
+/// [`dictionary_sample`]'s figures for `values` (at most `len` of them), each stored plain with
+/// `extra` bytes more.
+fn tally<'a>(
+    values: impl Iterator<Item = &'a [u8]>,
+    extra: usize,
+    len: usize,
+) -> (usize, usize, usize, usize) {
     let mut seen: std::collections::HashSet<&[u8], foldhash::fast::FixedState> =
         std::collections::HashSet::with_capacity_and_hasher(
-            DICTIONARY_SAMPLE,
+            len.min(DICTIONARY_SAMPLE),
             foldhash::fast::FixedState::default(),
         );
     let (mut dict_bytes, mut count, mut plain_bytes) = (0usize, 0usize, 0usize);

@@ -238,7 +238,7 @@ impl Storage for LocalStorage {
         let f = create(&path)?;
         Ok(Box::new(Writer {
             path,
-            file: Some(std::io::BufWriter::with_capacity(1 << 20, f)),
+            file: Some(std::io::BufWriter::with_capacity(super::WRITE_BUFFER, f)),
             syncs: self.syncs.clone(),
         }))
     }

@@ -48,7 +48,7 @@ use parquet::file::page_index::column_index::ColumnIndexMetaData;
 
 use crate::error::{Error, Result};
 use crate::predicate::{CmpOp, Predicate, Value};
-use crate::read::project_batches;
+use crate::read::{batch_rows, project_batches};
 use crate::store::{FileStore, StoredReader};
 
 /// A bound from a file's statistics, in the column's Iceberg type.
@@ -503,11 +503,12 @@ pub fn matching_rows(
             std::sync::Arc::new(f)
         }))
         .build()?;
+    let selected: u64 = ranges.iter().map(|(s, e)| e - s).sum();
     let reader = builder
         .with_projection(mask)
         .with_row_groups(groups)
         .with_row_selection(RowSelection::from(sel))
-        .with_batch_size(65_536)
+        .with_batch_size(batch_rows(selected))
         .build()?;
     let file_schema = reader.schema();
     // Walk the absolute ranges alongside the rows read.
@@ -582,7 +583,7 @@ pub fn read_positions(
     let reader = builder
         .with_row_groups(groups)
         .with_row_selection(RowSelection::from(sel))
-        .with_batch_size(65_536)
+        .with_batch_size(batch_rows(positions.len() as u64))
         .build()?;
     let mut batches = Vec::new();
     for b in reader {

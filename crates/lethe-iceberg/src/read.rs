@@ -66,6 +66,18 @@ pub fn read_raw(
     read_stored(store, location, |file| (0..file.fields().len()).collect())
 }
 
+/// The most rows a batch read from Parquet holds.
+const MAX_BATCH_ROWS: usize = 65_536;
+
+/// The batch size for a Parquet read of `rows` rows in all: [`MAX_BATCH_ROWS`], or fewer when
+/// fewer are read. The reader sizes its buffers (values, offsets, levels) by the batch size
+/// before it knows how many rows come, so a read of a small file, or of a few selected rows,
+/// at the full size allocated — and, on fresh memory, faulted in — several times what it read.
+/// The batches are the same either way.
+pub(crate) fn batch_rows(rows: u64) -> usize {
+    usize::try_from(rows).map_or(MAX_BATCH_ROWS, |r| r.clamp(1, MAX_BATCH_ROWS))
+}
+
 /// Reads the top-level columns `roots` picks (by their index in the file's Arrow schema) of a
 /// Parquet file: the schema of what was read, and its batches in file order.
 fn read_stored(
@@ -84,7 +96,8 @@ fn read_stored(
         let mask = ProjectionMask::roots(builder.parquet_schema(), picked);
         builder.with_projection(mask)
     };
-    let reader = builder.with_batch_size(65_536).build()?;
+    let rows = builder.metadata().file_metadata().num_rows().max(0) as u64;
+    let reader = builder.with_batch_size(batch_rows(rows)).build()?;
     let file_schema = reader.schema();
     let mut out = Vec::new();
     for batch in reader {

@@ -230,6 +230,9 @@ fn main() -> ExitCode {
             Command::Policy(c) => cmd::query::policy(c, config.as_deref()).await,
         }
     });
+    // Every piece of work the command started has been awaited: the worker threads need not be
+    // woken and joined one by one on the way out (the process's exit ends them).
+    runtime.shutdown_background();
     // At exit mimalloc's last collection gives every freed page back to the kernel, one
     // `madvise` per span (~140 after a one-learner erasure, 3–6 ms), just before the kernel
     // takes the whole address space anyway: purging is turned off for the way out.

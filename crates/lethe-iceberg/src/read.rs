@@ -282,6 +282,56 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_read_is_batched_by_the_rows_it_holds() {
+        assert_eq!(batch_rows(0), 1, "a batch size is never 0");
+        assert_eq!(batch_rows(1_300), 1_300);
+        assert_eq!(batch_rows(u64::MAX), MAX_BATCH_ROWS);
+        let schema = Schema::builder()
+            .with_fields(vec![
+                iceberg::spec::NestedField::required(
+                    1,
+                    "id",
+                    iceberg::spec::Type::Primitive(iceberg::spec::PrimitiveType::Long),
+                )
+                .into(),
+            ])
+            .build()
+            .unwrap();
+        let target = writer::arrow_schema(&schema).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::store::LocalStore::new();
+        for rows in [0i64, 1_300, 70_000] {
+            let path = dir.path().join(format!("{rows}.parquet"));
+            let file = std::fs::File::create(&path).unwrap();
+            let mut w = parquet::arrow::ArrowWriter::try_new(file, target.clone(), None).unwrap();
+            if rows > 0 {
+                let ids = arrow::array::Int64Array::from_iter_values(0..rows);
+                w.write(&RecordBatch::try_new(target.clone(), vec![Arc::new(ids)]).unwrap())
+                    .unwrap();
+            }
+            w.close().unwrap();
+            let batches = read_data_file(&store, path.to_str().unwrap(), &schema).unwrap();
+            let sizes: Vec<usize> = batches.iter().map(RecordBatch::num_rows).collect();
+            let expected: Vec<usize> = match rows {
+                0 => vec![],
+                1_300 => vec![1_300],
+                _ => vec![MAX_BATCH_ROWS, 70_000 - MAX_BATCH_ROWS],
+            };
+            assert_eq!(sizes, expected, "{rows} rows");
+            let back: Vec<i64> = batches
+                .iter()
+                .flat_map(|b| {
+                    b.column(0)
+                        .as_primitive::<arrow::datatypes::Int64Type>()
+                        .values()
+                        .to_vec()
+                })
+                .collect();
+            assert_eq!(back, (0..rows).collect::<Vec<_>>());
+        }
+    }
+
+    #[test]
     fn defaults_fill_columns_of_their_type() {
         let a = default_array(&Literal::string("web"), &DataType::Utf8, 3).unwrap();
         assert_eq!(a.len(), 3);

@@ -7,6 +7,11 @@
 //! Iceberg Java does, `full` whole bounds. Bounds are computed from the Arrow values written
 //! (NaN excluded, as the spec requires); string order is UTF-8 byte order.
 //!
+//! Parquet bloom filters are written for the columns the table's
+//! `write.parquet.bloom-filter-*` properties name (see [`bloom_filters`]), so a lookup by a
+//! subject's ID can skip files that don't hold it by their bloom filters, also in the files
+//! lethe rewrites.
+//!
 //! Files are split by partition (the table's default spec, with the iceberg crate's transform
 //! functions) and rolled at `max_rows_per_file`. Paths follow PyIceberg's layout:
 //! `<table location>/data/<partition path>/<uuid>-<n>.parquet`.
@@ -30,7 +35,7 @@ use iceberg::spec::{
 use iceberg::transform::{BoxedTransformFunction, create_transform_function};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
-use parquet::file::properties::WriterProperties;
+use parquet::file::properties::{WriterProperties, WriterPropertiesBuilder};
 use parquet::schema::types::ColumnPath;
 
 use crate::error::{Error, Result};
@@ -220,6 +225,113 @@ fn compression(props: &HashMap<String, String>) -> Result<Compression> {
     })
 }
 
+/// `write.parquet.bloom-filter-enabled.column.<name>`: `true` writes a bloom filter for the
+/// column (Iceberg's table property).
+const BLOOM_ENABLED_PREFIX: &str = "write.parquet.bloom-filter-enabled.column.";
+/// `write.parquet.bloom-filter-fpp.column.<name>`: the filter's false-positive probability
+/// (Iceberg's default 0.01).
+const BLOOM_FPP_PREFIX: &str = "write.parquet.bloom-filter-fpp.column.";
+/// `write.parquet.bloom-filter-ndv.column.<name>`: the distinct values the filter is sized for.
+const BLOOM_NDV_PREFIX: &str = "write.parquet.bloom-filter-ndv.column.";
+/// `write.parquet.bloom-filter-max-bytes`: the largest filter (Iceberg's default 1 MiB).
+const BLOOM_MAX_BYTES: &str = "write.parquet.bloom-filter-max-bytes";
+
+/// Sets up the Parquet bloom filters a table's properties ask for, as Iceberg Java's Parquet
+/// writer reads them: a column is named by its full dotted name and gets a filter when
+/// `write.parquet.bloom-filter-enabled.column.<name>` is `true` (case-insensitive; anything
+/// else is off, as Java's `Boolean.parseBoolean`), with the fpp of
+/// `write.parquet.bloom-filter-fpp.column.<name>` (default 0.01). A property naming a column
+/// the schema lacks is skipped with a warning, as Java does (a dropped or renamed column);
+/// so is a column inside a list or a map, which lethe doesn't filter yet.
+///
+/// Sizing: the filter starts sized for `write.parquet.bloom-filter-ndv.column.<name>` distinct
+/// values, else for the row group's row limit, never larger than
+/// `write.parquet.bloom-filter-max-bytes` (default 1 MiB; the power of two at or below it);
+/// the Parquet writer then folds it to the smallest size that keeps the fpp for the values
+/// actually written. An fpp outside (0, 1), or an ndv or max-bytes that isn't a positive
+/// integer, is an error naming the property.
+fn bloom_filters(
+    schema: &Schema,
+    props: &HashMap<String, String>,
+    row_group: usize,
+    mut builder: WriterPropertiesBuilder,
+) -> Result<WriterPropertiesBuilder> {
+    let positive = |key: &str| -> Result<Option<u64>> {
+        props
+            .get(key)
+            .map(|v| {
+                v.trim()
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| {
+                        Error::invalid(format!(
+                            "table property {key} = `{v}`: not a positive integer"
+                        ))
+                    })
+            })
+            .transpose()
+    };
+    let mut columns: Vec<&str> = props
+        .iter()
+        .filter_map(|(k, v)| {
+            let col = k.strip_prefix(BLOOM_ENABLED_PREFIX)?;
+            v.trim().eq_ignore_ascii_case("true").then_some(col)
+        })
+        .collect();
+    if columns.is_empty() {
+        return Ok(builder);
+    }
+    columns.sort_unstable();
+    let max_bytes = positive(BLOOM_MAX_BYTES)?.unwrap_or(1 << 20);
+    // The filter's bytes are a power of two: the largest at or below max-bytes.
+    let max_bytes = 1u64 << (63 - max_bytes.leading_zeros());
+    let paths = crate::nested::field_paths(schema);
+    for col in columns {
+        let Some(path) = paths.iter().find(|p| p.name == col && p.is_leaf()) else {
+            tracing::warn!(
+                "bloom filter property for column `{col}` skipped: the schema has no primitive column by that name"
+            );
+            continue;
+        };
+        if path.repeated {
+            tracing::warn!(
+                "bloom filter property for column `{col}` skipped: lethe writes bloom filters only for columns outside lists and maps"
+            );
+            continue;
+        }
+        let fpp_key = format!("{BLOOM_FPP_PREFIX}{col}");
+        let fpp = match props.get(&fpp_key) {
+            Some(v) => v
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|f| *f > 0.0 && *f < 1.0)
+                .ok_or_else(|| {
+                    Error::invalid(format!(
+                        "table property {fpp_key} = `{v}`: a false-positive probability is a number between 0 and 1 (exclusive)"
+                    ))
+                })?,
+            None => 0.01,
+        };
+        let ndv = positive(&format!("{BLOOM_NDV_PREFIX}{col}"))?.unwrap_or(row_group as u64);
+        // A split-block bloom filter holds -8 / ln(1 - fpp^(1/8)) bits per distinct value.
+        let per_byte = -(1.0 - fpp.powf(1.0 / 8.0)).ln();
+        let cap = ((max_bytes as f64) * per_byte).floor().max(1.0) as u64;
+        let names: Vec<String> = path
+            .ids
+            .iter()
+            .filter_map(|id| schema.field_by_id(*id).map(|f| f.name.clone()))
+            .collect();
+        let column = ColumnPath::new(names);
+        builder = builder
+            .set_column_bloom_filter_enabled(column.clone(), true)
+            .set_column_bloom_filter_fpp(column.clone(), fpp)
+            .set_column_bloom_filter_ndv(column, ndv.min(cap));
+    }
+    Ok(builder)
+}
+
 impl<'a> TableWriter<'a> {
     /// A writer for the table described by `metadata` (current schema, default partition spec,
     /// properties).
@@ -250,11 +362,16 @@ impl<'a> TableWriter<'a> {
             .get("write.parquet.row-group-limit")
             .and_then(|s| s.parse::<usize>().ok())
             .unwrap_or(1_048_576);
-        let writer_props = WriterProperties::builder()
-            .set_compression(compression(props)?)
-            .set_max_row_group_row_count(Some(row_group))
-            .set_created_by("lethe".to_string())
-            .build();
+        let writer_props = bloom_filters(
+            &schema,
+            props,
+            row_group,
+            WriterProperties::builder()
+                .set_compression(compression(props)?)
+                .set_max_row_group_row_count(Some(row_group))
+                .set_created_by("lethe".to_string()),
+        )?
+        .build();
         Ok(TableWriter {
             store,
             arrow_schema: arrow_schema(&schema)?,
@@ -1009,6 +1126,175 @@ mod tests {
         assert_eq!(decimal_bytes(128), vec![0, 128]);
         assert_eq!(decimal_bytes(-129), vec![0xFF, 0x7F]);
         assert_eq!(decimal_bytes(1999), vec![0x07, 0xCF]);
+    }
+
+    /// The bloom filters of the first row group of a written file and their stored lengths, by
+    /// column path.
+    fn bloom_of(f: &DataFile) -> HashMap<String, (parquet::bloom_filter::Sbbf, i32)> {
+        use parquet::file::properties::ReaderProperties;
+        use parquet::file::reader::FileReader;
+        use parquet::file::serialized_reader::{ReadOptionsBuilder, SerializedFileReader};
+        let path = crate::store::normalize_local(f.file_path()).unwrap();
+        let opts = ReadOptionsBuilder::new()
+            .with_reader_properties(
+                ReaderProperties::builder()
+                    .set_read_bloom_filter(true)
+                    .build(),
+            )
+            .build();
+        let r = SerializedFileReader::new_with_options(std::fs::File::open(path).unwrap(), opts)
+            .unwrap();
+        let rg = r.get_row_group(0).unwrap();
+        let columns: Vec<(String, i32)> = rg
+            .metadata()
+            .columns()
+            .iter()
+            .map(|c| {
+                (
+                    c.column_path().string(),
+                    c.bloom_filter_length().unwrap_or(0),
+                )
+            })
+            .collect();
+        columns
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, (n, len))| {
+                rg.get_column_bloom_filter(i)
+                    .cloned()
+                    .map(|b| (n, (b, len)))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn bloom_filters_follow_the_table_properties() {
+        use arrow::array::{Int64Array, StringArray, StructArray};
+        use iceberg::spec::{NestedField, SortOrder, StructType};
+        let dir = tempfile::tempdir().unwrap();
+        let schema = Schema::builder()
+            .with_fields(vec![
+                NestedField::optional(1, "id", Type::Primitive(PrimitiveType::Long)).into(),
+                NestedField::optional(2, "email", Type::Primitive(PrimitiveType::String)).into(),
+                NestedField::optional(
+                    3,
+                    "address",
+                    Type::Struct(StructType::new(vec![
+                        NestedField::optional(4, "city", Type::Primitive(PrimitiveType::String))
+                            .into(),
+                    ])),
+                )
+                .into(),
+            ])
+            .build()
+            .unwrap();
+        let metadata_with = |props: &[(&str, &str)]| {
+            iceberg::spec::TableMetadataBuilder::new(
+                schema.clone(),
+                iceberg::spec::UnboundPartitionSpec::builder().build(),
+                SortOrder::unsorted_order(),
+                format!("file://{}", dir.path().display()),
+                iceberg::spec::FormatVersion::V2,
+                props
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            )
+            .unwrap()
+            .build()
+            .unwrap()
+            .metadata
+        };
+        let store = crate::store::LocalStore::new();
+        let n = 5000i64;
+        let write = |metadata: &TableMetadata| {
+            let mut w = TableWriter::new(&store, metadata, WriteOptions::default())?;
+            let city = StringArray::from_iter_values((0..n).map(|i| format!("city{}", i % 97)));
+            let batch = RecordBatch::try_new(
+                w.arrow_schema().clone(),
+                vec![
+                    // Even ids only: the odd ones in between are absent but inside the bounds.
+                    Arc::new(Int64Array::from_iter_values((0..n).map(|i| 2 * i))) as ArrayRef,
+                    Arc::new(StringArray::from_iter_values(
+                        (0..n).map(|i| format!("learner{i}@example.org")),
+                    )),
+                    Arc::new(StructArray::new(
+                        match w.arrow_schema().field(2).data_type() {
+                            DataType::Struct(fields) => fields.clone(),
+                            other => panic!("{other}"),
+                        },
+                        vec![Arc::new(city) as ArrayRef],
+                        None,
+                    )),
+                ],
+            )
+            .unwrap();
+            w.write(&batch)?;
+            w.finish()
+        };
+        // No property: no filter.
+        let files = write(&metadata_with(&[])).unwrap();
+        assert!(bloom_of(&files[0]).is_empty());
+        let files = write(&metadata_with(&[
+            ("write.parquet.bloom-filter-enabled.column.id", "TRUE"),
+            ("write.parquet.bloom-filter-enabled.column.email", "false"),
+            (
+                "write.parquet.bloom-filter-enabled.column.address.city",
+                "true",
+            ),
+            ("write.parquet.bloom-filter-fpp.column.address.city", "0.05"),
+            // A column the schema doesn't have (dropped since): skipped, as Java does.
+            ("write.parquet.bloom-filter-enabled.column.phone", "true"),
+        ]))
+        .unwrap();
+        let blooms = bloom_of(&files[0]);
+        let mut names: Vec<&String> = blooms.keys().collect();
+        names.sort();
+        assert_eq!(names, ["address.city", "id"]);
+        let (id, id_len) = &blooms["id"];
+        assert!((0..n).all(|i| id.check(&(2 * i))), "no false negatives");
+        let false_positives = (0..n).filter(|i| id.check(&(2 * i + 1))).count();
+        assert!(
+            false_positives < n as usize * 3 / 100,
+            "{false_positives} of {n} absent ids pass a filter asked for fpp 0.01"
+        );
+        // Sized for 1,048,576 rows at first, folded to the 5,000 values written: a 1 MiB
+        // filter would be 1,048,576 bytes.
+        assert!(*id_len <= 16 * 1024, "{id_len} bytes");
+        let (city, _) = &blooms["address.city"];
+        assert!((0..97).all(|i| city.check(&format!("city{i}").as_str())));
+        // The filter that pruning reads skips the file for an absent id inside its bounds.
+        let iceberg_schema = metadata_with(&[]).current_schema().clone();
+        let location = files[0].file_path();
+        let absent = (0..n).map(|i| 2 * i + 1).find(|v| !id.check(v)).unwrap();
+        let look = |v: i64| {
+            crate::prune::matching_rows(
+                &store,
+                location,
+                &iceberg_schema,
+                &crate::predicate::Predicate::eq("id", crate::predicate::Value::Int(v)),
+            )
+            .unwrap()
+            .unwrap()
+        };
+        let m = look(absent);
+        assert_eq!((m.row_groups_pruned, m.positions.len()), (1, 0));
+        let m = look(2 * 1234);
+        assert_eq!((m.row_groups_pruned, m.positions), (0, vec![1234]));
+        // Bad values name the property; nothing is written.
+        for (k, v) in [
+            ("write.parquet.bloom-filter-fpp.column.id", "1.5"),
+            ("write.parquet.bloom-filter-ndv.column.id", "-3"),
+            ("write.parquet.bloom-filter-max-bytes", "lots"),
+        ] {
+            let err = write(&metadata_with(&[
+                ("write.parquet.bloom-filter-enabled.column.id", "true"),
+                (k, v),
+            ]))
+            .unwrap_err()
+            .to_string();
+            assert!(err.contains(k) && err.contains(v), "{err}");
+        }
     }
 
     /// Which columns of each written file got a dictionary page.

@@ -15,7 +15,7 @@ use lethe::erasure::erase::{erase, prepare};
 use lethe::erasure::prove::{ProveReport, prove};
 use lethe_demo::fixtures::{delete_by_equality, delete_by_position, renamed, set_schema, upsert};
 use lethe_iceberg::catalog::TableName;
-use lethe_iceberg::ops::rewrite::{RowRewrite, count_rows, dry_run};
+use lethe_iceberg::ops::rewrite::{RowRewrite, count_rows, dry_run, rewrite_rows};
 use lethe_iceberg::predicate::{CmpOp, Predicate, Value};
 
 use crate::common::erase_opts;
@@ -941,4 +941,96 @@ async fn pruned_reads_find_every_matching_row_on_random_tables() {
             "seed {seed}"
         );
     }
+}
+
+/// The customer_id bloom filters of a data file's row groups (parquet's own reader).
+fn customer_blooms(location: &str) -> Vec<parquet::bloom_filter::Sbbf> {
+    use parquet::file::properties::ReaderProperties;
+    use parquet::file::reader::FileReader;
+    use parquet::file::serialized_reader::{ReadOptionsBuilder, SerializedFileReader};
+    let path = lethe_iceberg::store::normalize_local(location).unwrap();
+    let opts = ReadOptionsBuilder::new()
+        .with_reader_properties(
+            ReaderProperties::builder()
+                .set_read_bloom_filter(true)
+                .build(),
+        )
+        .build();
+    let r =
+        SerializedFileReader::new_with_options(std::fs::File::open(path).unwrap(), opts).unwrap();
+    (0..r.num_row_groups())
+        .filter_map(|i| {
+            let rg = r.get_row_group(i).unwrap();
+            let c = (0..rg.num_columns())
+                .find(|c| rg.metadata().column(*c).column_path().string() == "customer_id")?;
+            rg.get_column_bloom_filter(c).cloned()
+        })
+        .collect()
+}
+
+/// A table whose properties ask for a bloom filter on customer_id (as Spark or Trino users
+/// set them): lethe's appends and copy-on-write rewrites write it, the subject's ID is out of
+/// the rewritten file's filter, and PyIceberg reads the table.
+#[tokio::test(flavor = "multi_thread")]
+async fn bloom_filter_properties_carry_into_rewritten_files() {
+    let f = Foreign::new(FormatVersion::V2, "").await;
+    f.wh()
+        .create_table(
+            &name("shop.orders"),
+            orders_schema(),
+            None,
+            None,
+            HashMap::from([(
+                "write.parquet.bloom-filter-enabled.column.customer_id".to_string(),
+                "true".to_string(),
+            )]),
+            FormatVersion::V2,
+        )
+        .await
+        .unwrap();
+    // Two files: one with the subject's orders, one without (its bounds still span the ID).
+    f.append("shop.orders", &orders(1..=100)).await;
+    f.append(
+        "shop.orders",
+        &orders((101..=200).filter(|o| customer_of(*o) != SUBJECT)),
+    )
+    .await;
+    let table = f.wh().load(&name("shop.orders")).await.unwrap();
+    let files = f.wh().current_files(&table).await.unwrap();
+    assert_eq!(files.len(), 2);
+    for file in &files {
+        let blooms = customer_blooms(file.entry.data_file.file_path());
+        assert_eq!(blooms.len(), 1, "{}", file.entry.data_file.file_path());
+        assert!(
+            (1..=CUSTOMERS)
+                .filter(|c| *c != SUBJECT)
+                .all(|c| blooms[0].check(&c))
+        );
+    }
+    let r = rewrite_rows(
+        f.wh(),
+        &name("shop.orders"),
+        &RowRewrite::delete(Predicate::eq("customer_id", Value::Int(SUBJECT))),
+    )
+    .await
+    .unwrap();
+    assert_eq!((r.files_rewritten.len(), r.rows_matched), (1, 5), "{r:?}");
+    let [added] = r.files_added.as_slice() else {
+        panic!("{r:?}")
+    };
+    let blooms = customer_blooms(added);
+    assert_eq!(blooms.len(), 1);
+    assert!(
+        !blooms[0].check(&SUBJECT),
+        "the rewritten file's filter still has the subject"
+    );
+    assert!(
+        (1..=CUSTOMERS)
+            .filter(|c| *c != SUBJECT)
+            .all(|c| blooms[0].check(&c))
+    );
+    let py = f.py_scan("shop.orders", None);
+    assert_eq!(rows(&py), 190, "{py}");
+    let py = f.py_scan("shop.orders", Some(&format!("customer_id = {SUBJECT}")));
+    assert_eq!(rows(&py), 0, "{py}");
 }

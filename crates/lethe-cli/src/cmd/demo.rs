@@ -77,6 +77,13 @@ pub enum DemoCommand {
         /// vendor or stores.toml.
         #[arg(long)]
         warehouse_only: bool,
+        /// Write a Parquet bloom filter on `learner_id` in every table the demo generates with
+        /// one (the table property write.parquet.bloom-filter-enabled.column.learner_id), as a
+        /// warehouse tuned for lookups by ID: finding a learner then skips the files whose
+        /// filter rules them out (BENCHMARKS.md section 39). A bloom filter answers "maybe" for
+        /// an absent ID now and then, which `lethe scan` reports as a possible trace.
+        #[arg(long)]
+        bloom_filters: bool,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -208,6 +215,7 @@ pub async fn run(c: DemoCommand, config: Option<&Path>) -> anyhow::Result<ExitCo
             force,
             app_db: kind,
             warehouse_only,
+            bloom_filters,
             json,
         } => {
             let quiet = json;
@@ -233,6 +241,7 @@ pub async fn run(c: DemoCommand, config: Option<&Path>) -> anyhow::Result<ExitCo
                     catalog,
                     catalog_name,
                     storage: storage.config(),
+                    bloom_filters,
                 },
                 &out::progress_unless(quiet),
             )

@@ -359,3 +359,104 @@ async fn a_pipeline_run_applies_the_generated_properties_to_its_target() {
         );
     }
 }
+
+/// `demo init --bloom-filters`: every generated table with a `learner_id` column asks for a
+/// bloom filter on it, every data file of those tables has one that passes each learner the
+/// file holds and rejects most it doesn't, and tables without the column ask for none.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_bloom_filter_demo_filters_learner_ids() {
+    use arrow::array::{AsArray, Int64Array};
+    use arrow::datatypes::Int64Type;
+    use parquet::arrow::ProjectionMask;
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    use parquet::file::properties::ReaderProperties;
+    use parquet::file::reader::FileReader;
+    use parquet::file::serialized_reader::{ReadOptionsBuilder, SerializedFileReader};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("demo");
+    let out = lethe_in(
+        tmp.path(),
+        &[
+            "demo",
+            "init",
+            "--dir",
+            dir.to_str().unwrap(),
+            "--warehouse-only",
+            "--bloom-filters",
+            "--json",
+        ],
+    );
+    assert!(out.status.success(), "{out:?}");
+    let ws = lethe::workspace::Workspace::open(
+        &lethe::config::Config::load(&dir.join("lethe.toml")).unwrap(),
+    )
+    .unwrap();
+    let wh = &ws.warehouse;
+    let key = "write.parquet.bloom-filter-enabled.column.learner_id";
+    let mut files = 0;
+    for name in [
+        "crm.learners",
+        "billing.payments",
+        "learning.events",
+        "learning.courses",
+    ] {
+        let table = wh.load(&TableName::parse(name).unwrap()).await.unwrap();
+        let has_column = table
+            .metadata
+            .current_schema()
+            .field_by_name("learner_id")
+            .is_some();
+        assert_eq!(table.property(key), has_column.then_some("true"), "{name}");
+        if !has_column {
+            continue;
+        }
+        for f in wh.current_files(&table).await.unwrap() {
+            let path =
+                lethe_iceberg::store::normalize_local(f.entry.data_file.file_path()).unwrap();
+            let opts = ReadOptionsBuilder::new()
+                .with_reader_properties(
+                    ReaderProperties::builder()
+                        .set_read_bloom_filter(true)
+                        .build(),
+                )
+                .build();
+            let r =
+                SerializedFileReader::new_with_options(std::fs::File::open(&path).unwrap(), opts)
+                    .unwrap();
+            assert_eq!(r.num_row_groups(), 1);
+            let rg = r.get_row_group(0).unwrap();
+            let c = (0..rg.num_columns())
+                .find(|c| rg.metadata().column(*c).column_path().string() == "learner_id")
+                .unwrap();
+            let bloom = rg
+                .get_column_bloom_filter(c)
+                .unwrap_or_else(|| panic!("{name}: no learner_id filter in {}", path.display()))
+                .clone();
+            // The learners the file holds, read with parquet's own reader.
+            let builder =
+                ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&path).unwrap())
+                    .unwrap();
+            let mask = ProjectionMask::leaves(builder.parquet_schema(), [c]);
+            let mut held = std::collections::BTreeSet::new();
+            for b in builder.with_projection(mask).build().unwrap() {
+                let b = b.unwrap();
+                let ids: &Int64Array = b.column(0).as_primitive::<Int64Type>();
+                held.extend(ids.iter().flatten());
+            }
+            assert!(!held.is_empty());
+            assert!(
+                held.iter().all(|v| bloom.check(v)),
+                "{name}: a held learner fails"
+            );
+            let absent: Vec<i64> = (1..=20_000).filter(|v| !held.contains(v)).collect();
+            let passed = absent.iter().filter(|v| bloom.check(*v)).count();
+            assert!(
+                passed * 20 < absent.len(),
+                "{name}: {passed} of {} absent learners pass",
+                absent.len()
+            );
+            files += 1;
+        }
+    }
+    assert!(files >= 3, "{files}");
+}

@@ -39,6 +39,9 @@ use lethe_iceberg::catalog::TableName;
 use lethe_iceberg::ops::rewrite::append;
 use lethe_iceberg::writer::WriteOptions;
 
+/// The demo's subject ID column (`bloom_filters` puts a bloom filter on it).
+const LEARNER_ID: &str = "learner_id";
+
 /// The CRM application's export of learners, relative to the demo folder.
 pub const EXPORT: &str = "exports/crm_learners.parquet";
 
@@ -268,6 +271,10 @@ pub struct DemoOptions {
     pub catalog_name: Option<String>,
     /// `[storage]` for an object-storage warehouse.
     pub storage: lethe::config::StorageConfig,
+    /// Tables with a `learner_id` column get a Parquet bloom filter on it
+    /// (`write.parquet.bloom-filter-enabled.column.learner_id`), as a warehouse tuned for
+    /// lookups by ID has: finding one learner then skips the files that don't hold them.
+    pub bloom_filters: bool,
 }
 
 impl DemoOptions {
@@ -283,6 +290,7 @@ impl DemoOptions {
             catalog: DemoCatalog::Sqlite,
             catalog_name: None,
             storage: Default::default(),
+            bloom_filters: false,
         }
     }
 
@@ -448,15 +456,15 @@ pub async fn init(opts: &DemoOptions, progress: &dyn Fn(&str)) -> Result<DemoRep
             .ok_or_else(|| Error::Internal(format!("no data for {}", t.table)))?;
         let schema = iceberg_schema(first.schema().as_ref())?;
         let order = sort_order(&schema, t.sorted_by)?;
+        let mut properties = HashMap::new();
+        if opts.bloom_filters && schema.field_by_name(LEARNER_ID).is_some() {
+            properties.insert(
+                format!("write.parquet.bloom-filter-enabled.column.{LEARNER_ID}"),
+                "true".to_string(),
+            );
+        }
         ws.warehouse
-            .create_table(
-                &name,
-                schema,
-                None,
-                order,
-                HashMap::new(),
-                FormatVersion::V2,
-            )
+            .create_table(&name, schema, None, order, properties, FormatVersion::V2)
             .await?;
         if t.table == "crm.learners" {
             // The CRM application's export, which the nightly reload reads.

@@ -6,21 +6,24 @@
 # binaries' order; prints each label's wall median, best and mean, and the medians of its user
 # and system CPU time and minor page faults (from wait4). Copy the binaries anew together
 # before comparing them (section 35: a binary's page-cache state moves an erasure by ~20%).
+# A spec's binary may end in @OTHER_DEMO to run on /tmp/OTHER_DEMO instead (two demos, one
+# binary: section 39's bloom-filter copy of the scale-100 demo).
 import subprocess,time,sys,statistics,os
 D=sys.argv[1]; R=int(sys.argv[2]); specs=sys.argv[3:]
 def parse(s):
     label,rest=s.split('=',1); parts=rest.split(';'); env=dict(os.environ)
     for kv in parts[1:]:
         k,v=kv.split('=',1); env[k]=v
-    return label,parts[0],env
+    binary,_,demo=parts[0].partition('@')
+    return label,binary,env,demo or D
 specs=[parse(s) for s in specs]
-res={l:[] for l,_,_ in specs}
+res={l:[] for l,_,_,_ in specs}
 for r in range(R):
     order=specs if r%2==0 else specs[::-1]
-    for l,b,env in order:
-        subprocess.run(f"rm -rf /tmp/{D} && cp -a /tmp/{D}.pristine /tmp/{D} && sync",shell=True)
+    for l,b,env,d in order:
+        subprocess.run(f"rm -rf /tmp/{d} && cp -a /tmp/{d}.pristine /tmp/{d} && sync",shell=True)
         t=time.perf_counter()
-        p=subprocess.Popen([b,'erase','--subject','learner=3590','--request','e-1','--min-age','0','--json'],cwd=f'/tmp/{D}',stdout=subprocess.DEVNULL,stderr=subprocess.DEVNULL,env=env)
+        p=subprocess.Popen([b,'erase','--subject','learner=3590','--request','e-1','--min-age','0','--json'],cwd=f'/tmp/{d}',stdout=subprocess.DEVNULL,stderr=subprocess.DEVNULL,env=env)
         _,status,use=os.wait4(p.pid,0)
         wall=time.perf_counter()-t
         assert status==0,(l,status)

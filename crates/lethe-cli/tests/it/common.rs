@@ -205,3 +205,29 @@ pub fn interop_dir() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
     manifest.join("../../tests/interop")
 }
+
+/// The bloom filters of `column` (its dotted path) in the row groups of the local data file at
+/// `location`, read with parquet's own reader (row groups without one are left out).
+pub fn column_blooms(location: &str, column: &str) -> Vec<parquet::bloom_filter::Sbbf> {
+    use parquet::file::properties::ReaderProperties;
+    use parquet::file::reader::FileReader;
+    use parquet::file::serialized_reader::{ReadOptionsBuilder, SerializedFileReader};
+    let path = lethe_iceberg::store::normalize_local(location).unwrap();
+    let opts = ReadOptionsBuilder::new()
+        .with_reader_properties(
+            ReaderProperties::builder()
+                .set_read_bloom_filter(true)
+                .build(),
+        )
+        .build();
+    let r =
+        SerializedFileReader::new_with_options(std::fs::File::open(path).unwrap(), opts).unwrap();
+    (0..r.num_row_groups())
+        .filter_map(|i| {
+            let rg = r.get_row_group(i).unwrap();
+            let c = (0..rg.num_columns())
+                .find(|c| rg.metadata().column(*c).column_path().string() == column)?;
+            rg.get_column_bloom_filter(c).cloned()
+        })
+        .collect()
+}

@@ -10,7 +10,7 @@ use lethe_iceberg::ops::rewrite::{RowRewrite, rewrite_rows, select_rows};
 use lethe_iceberg::predicate::Predicate;
 use lethe_lineage::{RunEvent, parse_events};
 
-use crate::common::{Demo, lethe_in, pyiceberg};
+use crate::common::{Demo, column_blooms, lethe_in, pyiceberg};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn pyiceberg_reads_every_table_with_the_rows_lethe_reports() {
@@ -369,9 +369,6 @@ async fn the_bloom_filter_demo_filters_learner_ids() {
     use arrow::datatypes::Int64Type;
     use parquet::arrow::ProjectionMask;
     use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-    use parquet::file::properties::ReaderProperties;
-    use parquet::file::reader::FileReader;
-    use parquet::file::serialized_reader::{ReadOptionsBuilder, SerializedFileReader};
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("demo");
     let out = lethe_in(
@@ -411,32 +408,18 @@ async fn the_bloom_filter_demo_filters_learner_ids() {
             continue;
         }
         for f in wh.current_files(&table).await.unwrap() {
-            let path =
-                lethe_iceberg::store::normalize_local(f.entry.data_file.file_path()).unwrap();
-            let opts = ReadOptionsBuilder::new()
-                .with_reader_properties(
-                    ReaderProperties::builder()
-                        .set_read_bloom_filter(true)
-                        .build(),
-                )
-                .build();
-            let r =
-                SerializedFileReader::new_with_options(std::fs::File::open(&path).unwrap(), opts)
-                    .unwrap();
-            assert_eq!(r.num_row_groups(), 1);
-            let rg = r.get_row_group(0).unwrap();
-            let c = (0..rg.num_columns())
-                .find(|c| rg.metadata().column(*c).column_path().string() == "learner_id")
-                .unwrap();
-            let bloom = rg
-                .get_column_bloom_filter(c)
-                .unwrap_or_else(|| panic!("{name}: no learner_id filter in {}", path.display()))
-                .clone();
+            let location = f.entry.data_file.file_path();
+            let [bloom] = column_blooms(location, "learner_id")
+                .try_into()
+                .unwrap_or_else(|b: Vec<_>| {
+                    panic!("{name}: {} learner_id filters in {location}", b.len())
+                });
+            let path = lethe_iceberg::store::normalize_local(location).unwrap();
             // The learners the file holds, read with parquet's own reader.
             let builder =
                 ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&path).unwrap())
                     .unwrap();
-            let mask = ProjectionMask::leaves(builder.parquet_schema(), [c]);
+            let mask = ProjectionMask::columns(builder.parquet_schema(), ["learner_id"]);
             let mut held = std::collections::BTreeSet::new();
             for b in builder.with_projection(mask).build().unwrap() {
                 let b = b.unwrap();

@@ -18,7 +18,7 @@ use lethe_iceberg::catalog::TableName;
 use lethe_iceberg::ops::rewrite::{RowRewrite, count_rows, dry_run, rewrite_rows};
 use lethe_iceberg::predicate::{CmpOp, Predicate, Value};
 
-use crate::common::erase_opts;
+use crate::common::{column_blooms, erase_opts};
 use crate::fixtures::*;
 
 fn request() -> RequestSpec {
@@ -943,31 +943,6 @@ async fn pruned_reads_find_every_matching_row_on_random_tables() {
     }
 }
 
-/// The customer_id bloom filters of a data file's row groups (parquet's own reader).
-fn customer_blooms(location: &str) -> Vec<parquet::bloom_filter::Sbbf> {
-    use parquet::file::properties::ReaderProperties;
-    use parquet::file::reader::FileReader;
-    use parquet::file::serialized_reader::{ReadOptionsBuilder, SerializedFileReader};
-    let path = lethe_iceberg::store::normalize_local(location).unwrap();
-    let opts = ReadOptionsBuilder::new()
-        .with_reader_properties(
-            ReaderProperties::builder()
-                .set_read_bloom_filter(true)
-                .build(),
-        )
-        .build();
-    let r =
-        SerializedFileReader::new_with_options(std::fs::File::open(path).unwrap(), opts).unwrap();
-    (0..r.num_row_groups())
-        .filter_map(|i| {
-            let rg = r.get_row_group(i).unwrap();
-            let c = (0..rg.num_columns())
-                .find(|c| rg.metadata().column(*c).column_path().string() == "customer_id")?;
-            rg.get_column_bloom_filter(c).cloned()
-        })
-        .collect()
-}
-
 /// A table whose properties ask for a bloom filter on customer_id (as Spark or Trino users
 /// set them): lethe's appends and copy-on-write rewrites write it, the subject's ID is out of
 /// the rewritten file's filter, and PyIceberg reads the table.
@@ -999,7 +974,7 @@ async fn bloom_filter_properties_carry_into_rewritten_files() {
     let files = f.wh().current_files(&table).await.unwrap();
     assert_eq!(files.len(), 2);
     for file in &files {
-        let blooms = customer_blooms(file.entry.data_file.file_path());
+        let blooms = column_blooms(file.entry.data_file.file_path(), "customer_id");
         assert_eq!(blooms.len(), 1, "{}", file.entry.data_file.file_path());
         assert!(
             (1..=CUSTOMERS)
@@ -1018,7 +993,7 @@ async fn bloom_filter_properties_carry_into_rewritten_files() {
     let [added] = r.files_added.as_slice() else {
         panic!("{r:?}")
     };
-    let blooms = customer_blooms(added);
+    let blooms = column_blooms(added, "customer_id");
     assert_eq!(blooms.len(), 1);
     assert!(
         !blooms[0].check(&SUBJECT),

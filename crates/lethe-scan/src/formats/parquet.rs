@@ -167,20 +167,37 @@ fn check_chunk_ranges(md: &ParquetMetaData, len: u64) -> Result<(), String> {
     Ok(())
 }
 
-/// The footer with its row count replaced by its row groups' when the two differ. arrow-rs
-/// caps a reader's batch size at the footer's row count: a footer saying 0 rows over row
-/// groups that hold some had every decode read nothing, and the scan missed their values (found
-/// by fuzzing). The row groups' counts are what the pages are read by.
+/// The footer with each row group's row count raised to what its flat column chunks hold, and
+/// the file's row count replaced by the row groups' sum, where they differ. arrow-rs reads a
+/// row group's rows as its count says and caps a reader's batch size at the file's count: a
+/// footer saying 0 rows over row groups that hold some had every decode read nothing, and a
+/// row group saying 0 rows over chunks of 8 values each had the decode of every column read
+/// nothing while the scan's own page decode read them — the scan then saw values the
+/// reference it is tested against didn't (both found by fuzzing). A chunk of a column
+/// without lists or maps holds one value (or null) per row, so its value count is the row
+/// group's row count in every valid file; a count larger than the pages hold makes the decode
+/// fail, and the file is reported unreadable.
 fn with_counted_rows(
     md: parquet::file::metadata::ParquetMetaData,
 ) -> parquet::file::metadata::ParquetMetaData {
-    use parquet::file::metadata::{FileMetaData, ParquetMetaDataBuilder};
+    use parquet::file::metadata::{FileMetaData, ParquetMetaDataBuilder, RowGroupMetaData};
+    let schema = md.file_metadata().schema_descr_ptr();
+    let flat: Vec<usize> = (0..schema.num_columns())
+        .filter(|&c| schema.column(c).max_rep_level() == 0)
+        .collect();
+    let held = |rg: &RowGroupMetaData| {
+        flat.iter()
+            .filter_map(|&c| rg.columns().get(c))
+            .map(|cc| cc.num_values())
+            .fold(rg.num_rows(), i64::max)
+    };
+    let understated = md.row_groups().iter().any(|rg| held(rg) != rg.num_rows());
     let rows = md
         .row_groups()
         .iter()
-        .fold(0i64, |n, rg| n.saturating_add(rg.num_rows()));
+        .fold(0i64, |n, rg| n.saturating_add(held(rg)));
     let fm = md.file_metadata();
-    if fm.num_rows() == rows {
+    if fm.num_rows() == rows && !understated {
         return md;
     }
     let counted = FileMetaData::new(
@@ -197,6 +214,20 @@ fn with_counted_rows(
         old.take_column_index(),
         old.take_offset_index(),
     );
+    let groups = groups
+        .into_iter()
+        .map(|rg| {
+            let n = held(&rg);
+            if n == rg.num_rows() {
+                return rg;
+            }
+            rg.clone()
+                .into_builder()
+                .set_num_rows(n)
+                .build()
+                .unwrap_or(rg)
+        })
+        .collect();
     ParquetMetaDataBuilder::new(counted)
         .set_row_groups(groups)
         .set_column_index(columns)

@@ -1025,6 +1025,63 @@ pub(crate) mod tests {
         }
     }
 
+    /// `file` with its row groups' row counts set to 0 (the file's, their sum, too): its
+    /// footer parsed without page indexes, changed and written again after the same pages.
+    fn group_rows_zeroed(file: &[u8]) -> Vec<u8> {
+        let len = file.len();
+        let footer_len = u32::from_le_bytes(file[len - 8..len - 4].try_into().unwrap()) as usize;
+        let start = len - 8 - footer_len;
+        let md = parquet::file::metadata::ParquetMetaDataReader::new()
+            .parse_and_finish(&Bytes::copy_from_slice(file))
+            .unwrap();
+        let mut b = md.into_builder();
+        let groups: Vec<_> = b
+            .take_row_groups()
+            .into_iter()
+            .map(|rg| rg.into_builder().set_num_rows(0).build().unwrap())
+            .collect();
+        let md = b.set_row_groups(groups).build();
+        let mut out = file[..start].to_vec();
+        parquet::file::metadata::ParquetMetaDataWriter::new(&mut out, &md)
+            .finish()
+            .unwrap();
+        out
+    }
+
+    /// Found by fuzzing: a row group saying 0 rows over column chunks that hold values had
+    /// the reference (arrow-rs's reader, which reads a group's rows as its count says) see no
+    /// value, while the scan's decode of the pages it kept read them all.
+    #[test]
+    fn a_row_group_row_count_of_zero_hides_no_values() {
+        let seed = crate::test_seed(20_261_207);
+        let mut rng = StdRng::seed_from_u64(seed);
+        DENSITY.set(0.05);
+        let b = batch(&mut rng, 700);
+        let mut file = Vec::new();
+        let mut w = ArrowWriter::try_new(&mut file, b.schema(), None).unwrap();
+        w.write(&b).unwrap();
+        w.close().unwrap();
+        let patched = group_rows_zeroed(&file);
+        let md = parquet::file::metadata::ParquetMetaDataReader::new()
+            .parse_and_finish(&Bytes::from(patched.clone()))
+            .unwrap();
+        assert_eq!(md.row_group(0).num_rows(), 0, "seed {seed}");
+        let traces = TraceSet::new(&subjects(), 15).unwrap();
+        let whole = scan(&traces, &file, false, Values::Search);
+        assert!(whole.0.is_ok(), "{:?}", whole.0);
+        assert!(
+            whole.1.iter().any(|h| h.place == crate::Place::DataValue),
+            "seed {seed}: the file holds traces"
+        );
+        for how in [Values::Search, Values::Reference] {
+            assert_eq!(
+                scan(&traces, &patched, false, how),
+                scan(&traces, &file, false, how),
+                "seed {seed}, {how:?}"
+            );
+        }
+    }
+
     #[test]
     fn searching_bytes_finds_what_decoding_every_value_finds() {
         let seed = crate::test_seed(20_260_518);

@@ -951,14 +951,19 @@ pub(crate) mod tests {
         (r, h, omitted)
     }
 
+    /// Where a Parquet file's footer (its Thrift metadata) starts.
+    fn footer_start(file: &[u8]) -> usize {
+        let len = file.len();
+        let footer_len = u32::from_le_bytes(file[len - 8..len - 4].try_into().unwrap()) as usize;
+        len - 8 - footer_len
+    }
+
     /// `file` with its footer's row count (FileMetaData field 3, Thrift compact: header 0x16,
     /// the zigzag varint, then field 4's list header 0x19) set to 0; the row groups keep
     /// theirs.
     fn footer_rows_zeroed(file: &[u8], rows: i64) -> Vec<u8> {
-        let len = file.len();
-        let footer_len = u32::from_le_bytes(file[len - 8..len - 4].try_into().unwrap()) as usize;
-        let start = len - 8 - footer_len;
-        let footer = &file[start..len - 8];
+        let start = footer_start(file);
+        let footer = &file[start..file.len() - 8];
         let mut varint = Vec::new();
         crate::formats::delta_guard::tests::varint(
             ((rows << 1) ^ (rows >> 63)) as u64,
@@ -1028,9 +1033,7 @@ pub(crate) mod tests {
     /// `file` with its row groups' row counts set to 0 (the file's, their sum, too): its
     /// footer parsed without page indexes, changed and written again after the same pages.
     fn group_rows_zeroed(file: &[u8]) -> Vec<u8> {
-        let len = file.len();
-        let footer_len = u32::from_le_bytes(file[len - 8..len - 4].try_into().unwrap()) as usize;
-        let start = len - 8 - footer_len;
+        let start = footer_start(file);
         let md = parquet::file::metadata::ParquetMetaDataReader::new()
             .parse_and_finish(&Bytes::copy_from_slice(file))
             .unwrap();

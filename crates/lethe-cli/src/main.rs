@@ -132,6 +132,10 @@ enum Command {
     /// check the registry and that every data destination is covered.
     #[command(subcommand)]
     Stores(cmd::stores::StoresCommand),
+    /// What waits on a person — mentions of a subject in other rows, parts a legal hold
+    /// keeps, stores waiting for a rebuild or a fix — and the decisions reviewers record on
+    /// mentions (`lethe review decide`). Exit 1 while anything waits.
+    Review(cmd::review::ReviewArgs),
     /// Re-probe the stores an erasure left pending: rebuilt stores after their next rebuild,
     /// stores left to their retention after its day. Prints the request's manifest; exit 0
     /// only when every store is verified.
@@ -220,6 +224,7 @@ fn main() -> ExitCode {
             Command::Manifests(c) => cmd::maintenance::manifests(c, config.as_deref()).await,
             Command::Sweep(a) => cmd::maintenance::sweep(a, config.as_deref()).await,
             Command::Explain(a) => cmd::explain::explain(a, config.as_deref()).await,
+            Command::Review(a) => cmd::review::review(a, config.as_deref()).await,
             Command::Erase(a) => cmd::erase::erase(a, config.as_deref()).await,
             Command::Drill(a) => cmd::drill::drill(a, config.as_deref()).await,
             Command::Request(c) => cmd::request::run(c, config.as_deref()).await,

@@ -9,7 +9,9 @@
 //! ([`sort`]), producing snapshots and the
 //! commit path ([`snapshot`], [`commit`]), and the table operations built on it ([`ops`]: row
 //! rewrites, snapshot expiry, manifest rewrites, the sweep of unreferenced files), plus
-//! looking inside tables ([`inspect`]) and time as a parameter ([`clock`]).
+//! looking inside tables ([`inspect`]), every live row of a kept snapshot read whole without
+//! predicates ([`snapshot_read`], what independent checks read with), and time as a parameter
+//! ([`clock`]).
 //!
 //! What it must not know: subjects, requests, governance files, consent, column lineage
 //! (OpenLineage) or the demo. (Row lineage, [`lineage`], is part of the Iceberg format.)
@@ -35,6 +37,7 @@ pub mod predicate;
 pub mod prune;
 pub mod read;
 pub mod snapshot;
+pub mod snapshot_read;
 pub mod sort;
 pub mod store;
 pub mod table;

@@ -234,7 +234,7 @@ pub async fn discover(a: DiscoverArgs, config: Option<&Path>) -> anyhow::Result<
                             s.push_str(&format!(", identifies {i}"));
                         }
                         if let Some(d) = &p.derived {
-                            s.push_str(&format!(", derived {} from {}", d.pattern, d.from));
+                            s.push_str(&format!(", derived {} from {}", d.describe(), d.from));
                         }
                         s
                     },

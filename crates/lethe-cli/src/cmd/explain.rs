@@ -60,9 +60,13 @@ pub async fn explain(a: ExplainArgs, config: Option<&Path>) -> anyhow::Result<Ex
             "lineage_since": p.lineage_since,
             "steps": p.steps,
             "coverage": p.coverage,
-            "verdict": p.verdict,
+            "verdict": e.verdict,
+            "plan_verdict": p.verdict,
             "blocked": p.blocked,
             "searched": e.searched,
+            "stores": e.stores,
+            "store_blockers": e.store_blockers,
+            "warnings": e.warnings,
         }))?,
         Format::Text => {
             println!("erasure plan for {}={}", subject.subject, subject.id);
@@ -72,15 +76,10 @@ pub async fn explain(a: ExplainArgs, config: Option<&Path>) -> anyhow::Result<Ex
                 .enumerate()
                 .map(|(i, s)| {
                     let what = match s.action {
-                        Action::Delete => format!(
-                            "where {} in [{}]",
-                            s.column.clone().unwrap_or_default(),
-                            s.values.join(", ")
-                        ),
+                        Action::Delete => format!("where {}", selection_text(s)),
                         Action::Rewrite => format!(
-                            "keep rows where {} in [{}], null {}",
-                            s.column.clone().unwrap_or_default(),
-                            s.values.join(", "),
+                            "keep rows where {}, null {}",
+                            selection_text(s),
                             s.erase_columns.join(", ")
                         ),
                         Action::Recompute => {
@@ -129,19 +128,62 @@ pub async fn explain(a: ExplainArgs, config: Option<&Path>) -> anyhow::Result<Ex
                     println!("blocked by {t}: {w}");
                 }
             }
-            for r in e.searched.remaining() {
-                println!("the proof would not be COMPLETE: {r}");
+            if !e.stores.is_empty() {
+                let rows: Vec<Vec<String>> = e
+                    .stores
+                    .iter()
+                    .map(|s| {
+                        vec![
+                            s.store.clone(),
+                            s.kind.to_string(),
+                            s.action.to_string(),
+                            if s.before_warehouse {
+                                "before the tables".into()
+                            } else {
+                                "after the tables".into()
+                            },
+                            if s.mechanism.is_empty() {
+                                s.state.to_string()
+                            } else {
+                                s.mechanism.clone()
+                            },
+                        ]
+                    })
+                    .collect();
+                print!(
+                    "{}",
+                    out::table(&["store", "kind", "action", "when", "how"], &rows)
+                );
+            }
+            for w in &e.warnings {
+                println!("the attestation would not be COMPLETE: {w}");
             }
             println!(
                 "verdict: {}",
-                serde_json::to_value(p.verdict)?.as_str().unwrap_or("?")
+                serde_json::to_value(e.verdict)?.as_str().unwrap_or("?")
             );
         }
     }
-    Ok(match p.verdict {
+    Ok(match e.verdict {
         Verdict::Complete => ExitCode::SUCCESS,
         _ => ExitCode::from(1),
     })
+}
+
+/// The columns that select a step's rows with their values, OR-ed:
+/// `anonymous_id in [a-7] or session_id in [a-7#1, a-7#2]`.
+fn selection_text(s: &plan::Step) -> String {
+    let mut parts = vec![format!(
+        "{} in [{}]",
+        s.column.clone().unwrap_or_default(),
+        s.values.join(", ")
+    )];
+    parts.extend(
+        s.also
+            .iter()
+            .map(|a| format!("{} in [{}]", a.column, a.values.join(", "))),
+    );
+    parts.join(" or ")
 }
 
 pub async fn lineage(c: LineageCommand, config: Option<&Path>) -> anyhow::Result<ExitCode> {

@@ -16,6 +16,7 @@ pub mod prove;
 pub mod query;
 pub mod request;
 pub mod retention;
+pub mod review;
 pub mod stores;
 pub mod verify;
 

@@ -21,3 +21,4 @@ mod prove;
 mod requests;
 mod stores;
 mod v3;
+mod verdicts;

@@ -39,6 +39,11 @@ pub const DEFAULT_MAX_SNAPSHOT_AGE_MS: i64 = 5 * 24 * 60 * 60 * 1000;
 pub enum Cutoff {
     /// Snapshots older than this instant.
     OlderThan(DateTime<Utc>),
+    /// Every snapshot, whenever it was made: only what the table's own rules keep stays (the
+    /// current snapshot, refs, `min-snapshots-to-keep`). Decided on the table as each commit
+    /// attempt finds it, so a snapshot another writer committed while the expiry retried is
+    /// judged too (an instant taken once, before the retries, would keep it).
+    Every,
     /// By each table's (or branch's) `max-snapshot-age-ms`, measured on the clock.
     ByAge,
 }
@@ -146,6 +151,7 @@ pub fn select(table: &LoadedTable, cutoff: Cutoff, now: DateTime<Utc>) -> Result
     let older_than = |branch_age: Option<i64>| -> i64 {
         match cutoff {
             Cutoff::OlderThan(t) => t.timestamp_millis(),
+            Cutoff::Every => i64::MAX,
             Cutoff::ByAge => now_ms - branch_age.unwrap_or(default_age),
         }
     };

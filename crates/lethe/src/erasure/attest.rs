@@ -8,13 +8,19 @@
 //! the stores outside the warehouse (governance/stores.toml) that are pending, failed or can't
 //! be probed. It includes the request's [`Manifest`] (every system: action, mechanism, records,
 //! timings, residual). It holds no value of the person. Logical erasure is COMPLETE when every
-//! step ran, no planned table's current snapshot holds the subject's rows and every store is
-//! verified (a store with `probe = "none"` never is); physical purge is COMPLETE (FILES REMOVED
+//! step ran, no snapshot a carried-out table keeps holds a row that addresses the subject by
+//! any column — counted by the logical check ([`crate::erasure::logical`]), a reader that
+//! shares nothing with the plan's selection — the erasure's counts agree with that check's
+//! count before it, and every store is verified (a store with `probe = "none"` never is);
+//! physical purge is COMPLETE (FILES REMOVED
 //! on a local folder: lethe can't claim the medium was sanitised) when, in
 //! addition, no file holds a trace, every file could be read, and the traces searched for cover
 //! every personal column of the tables the erasure changed ([`crate::erasure::searched`]: the
 //! attestation lists the kinds of trace searched for, and names the personal columns that were
 //! not traces — then the physical purge is INCOMPLETE and the case file's values are kept).
+//! Traces that mentions reviewers decided on account for (another person's row quoting the
+//! subject, kept or not the subject: [`crate::erasure::review`]) are listed with the
+//! decisions, not counted as holding. Rows, values and files are counted apart, never added.
 //!
 //! The request itself ([`crate::erasure::evidence`]): kind, controller and reference,
 //! received / due / certified, extensions, the parts held under a legal hold with the basis
@@ -40,9 +46,6 @@ use crate::erasure::prove::{ProveReport, prove};
 use crate::erasure::searched::{Changed, Searched, searched};
 use crate::error::{Error, Result};
 use crate::workspace::Workspace;
-use lethe_iceberg::catalog::TableName;
-use lethe_iceberg::ops::rewrite::select_rows;
-use lethe_iceberg::predicate::Predicate;
 
 /// What one table's erasure did and what remains in it.
 #[derive(Debug, Clone, Serialize)]
@@ -57,18 +60,25 @@ pub struct TableEvidence {
     pub commits: Vec<i64>,
     /// When the current snapshot was checked.
     pub verified_at: String,
-    /// What remains: rows of the subject in the current snapshot (0 for DELETE), files holding
-    /// traces in the table's location.
+    /// What remains: rows of the subject in the current snapshot (0 for DELETE), in older
+    /// kept snapshots, erased values, files holding traces in the table's location.
     pub residual: TableResidual,
+    /// The logical check per snapshot the table keeps ([`crate::erasure::logical`]).
+    pub snapshots: Vec<crate::erasure::logical::SnapshotCount>,
 }
 
-/// What remains in one table.
+/// What remains in one table: rows, values and files, each counted apart (never added).
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct TableResidual {
-    /// Rows of the subject still selected by the step's column in the current snapshot
-    /// (expected for REWRITE, which keeps rows).
+    /// Rows that address the subject in the current snapshot, by any addressing column, as
+    /// the logical check counted them (expected for REWRITE, which keeps rows).
     pub rows: u64,
-    /// REWRITE: erased-column values still present in those rows.
+    /// Rows that address the subject in older snapshots the table still keeps (time travel
+    /// reaches them).
+    pub rows_in_older_snapshots: u64,
+    /// How many of those older snapshots hold such rows.
+    pub older_snapshots_holding: u64,
+    /// REWRITE: erased-column values still present in the subject's rows (any snapshot).
     pub values_not_erased: u64,
     /// Files under the table's location holding the subject's traces.
     pub files_holding: u64,
@@ -122,6 +132,11 @@ pub struct Attestation {
     pub searched: Searched,
     /// Rows elsewhere whose text mentions the subject, for review.
     pub mentions: BTreeMap<String, TableMentions>,
+    /// The reviewers' decisions on those mentions (`lethe review`), one per row.
+    pub reviews: Vec<crate::erasure::review::Decision>,
+    /// Traces the proof found that reviewed mentions account for (files, places, kinds):
+    /// another person's row that quotes the subject, kept or found not to be the subject.
+    pub kept_after_review: Vec<String>,
     /// Places outside the warehouse that may hold the subject.
     pub residuals: Vec<Residual>,
     /// The request's manifest: the request (kind, controller, reference, dates, extensions,
@@ -211,12 +226,33 @@ pub async fn attest(
     } else {
         prove(ws, std::slice::from_ref(&case), progress).await?
     };
+    // Mentions, and the reviewers' decisions on them: hits those decisions account for are
+    // set apart (listed, not counted as holding).
+    progress("mentions");
+    let mentions = mentions(ws, std::slice::from_ref(&case), report.prefix_len).await?;
+    let reviews = crate::erasure::review::load(ws, request)?;
+    let current = current_paths(ws, mentions.keys()).await?;
+    let explained = crate::erasure::review::explained(&report.hits, &mentions, &reviews, &current);
     let held_tables: std::collections::BTreeSet<String> = journal
         .steps
         .iter()
         .filter(|s| s.is_held())
         .map(|s| s.table.clone())
         .collect();
+    // Files holding traces per table, but for hits reviewed mentions explain and noncurrent
+    // versions (counted apart).
+    let mut holding_by_table: BTreeMap<String, std::collections::BTreeSet<&str>> = BTreeMap::new();
+    for (h, e) in report.hits.iter().zip(&explained) {
+        if let (Some(t), false) = (&h.table, *e)
+            && !h.file.contains("?versionId=")
+        {
+            holding_by_table
+                .entry(t.clone())
+                .or_default()
+                .insert(&h.file);
+        }
+    }
+    let files_holding = |t: &str| holding_by_table.get(t).map_or(0, |f| f.len() as u64);
     // Everything a legal hold keeps: those tables, and stores (by name).
     let mut held: std::collections::BTreeSet<String> = held_tables.clone();
     for s in journal.stores.iter().filter(|s| s.is_held()) {
@@ -228,8 +264,35 @@ pub async fn attest(
         }
         held.insert(s.store.clone());
     }
+    // The logical check: every snapshot each carried-out table keeps, read whole.
+    progress("logical check");
+    let gov = ws.governance()?;
+    let checked: Vec<crate::erasure::logical::Checked> = journal
+        .steps
+        .iter()
+        .filter(|s| {
+            !s.is_held()
+                && matches!(
+                    s.action,
+                    Action::Delete | Action::Rewrite | Action::Recompute
+                )
+        })
+        .map(|s| crate::erasure::logical::Checked {
+            table: s.table.clone(),
+            erase_columns: s.erase_columns.clone(),
+        })
+        .collect();
+    let logical = crate::erasure::logical::check(
+        ws,
+        &gov,
+        &spec.subject,
+        std::slice::from_ref(&case),
+        &checked,
+        crate::erasure::logical::Snapshots::Kept,
+    )
+    .await?;
     let mut tables = Vec::new();
-    for (i, s) in journal.steps.iter().enumerate() {
+    for s in &journal.steps {
         if !matches!(
             s.action,
             Action::Delete | Action::Rewrite | Action::Recompute
@@ -249,66 +312,56 @@ pub async fn attest(
                 verified_at: now.clone(),
                 residual: TableResidual {
                     rows: case.rows.get(&s.table).copied().unwrap_or(0),
-                    files_holding: report.tables.get(&s.table).map_or(0, |c| c.files_holding),
+                    files_holding: files_holding(&s.table),
                     ..Default::default()
                 },
+                snapshots: Vec::new(),
             });
             continue;
         }
+        let found = logical.iter().find(|t| t.table == s.table);
         let mut residual = TableResidual {
-            files_holding: report.tables.get(&s.table).map_or(0, |c| c.files_holding),
+            files_holding: files_holding(&s.table),
             ..Default::default()
         };
-        let own: Vec<lethe_iceberg::predicate::Value> = match &s.column {
-            Some(col) => case
-                .ids
-                .get(col)
-                .map(|vals| {
-                    vals.iter()
-                        .map(|v| {
-                            v.parse::<i64>()
-                                .map(lethe_iceberg::predicate::Value::Int)
-                                .unwrap_or_else(|_| lethe_iceberg::predicate::Value::Str(v.clone()))
-                        })
-                        .collect()
-                })
-                .unwrap_or_default(),
-            None => Vec::new(),
-        };
-        if let (Some(col), false) = (&s.column, own.is_empty()) {
-            let t = ws.warehouse.load(&TableName::parse(&s.table)?).await?;
-            let rows = select_rows(&ws.warehouse, &t, &Predicate::is_in(col.clone(), own)).await?;
-            residual.rows = rows.iter().map(|b| b.num_rows() as u64).sum();
-            let schema = t.metadata.current_schema();
-            for c in &s.erase_columns {
-                for b in &rows {
-                    // Nested paths too: every list element's field, every map value.
-                    if let Ok(counts) =
-                        crate::governance::identifiers::path_value_counts(b, schema, c)
-                    {
-                        residual.values_not_erased += counts.iter().sum::<u64>();
-                    }
-                }
+        for snap in found.map(|t| t.snapshots.as_slice()).unwrap_or_default() {
+            let rows = snap.by_request.get(request).copied().unwrap_or(0);
+            if snap.current {
+                residual.rows = rows;
+            } else if rows > 0 {
+                residual.rows_in_older_snapshots += rows;
+                residual.older_snapshots_holding += 1;
+            }
+            residual.values_not_erased += snap.values_not_erased;
+            if s.action != Action::Rewrite && rows > 0 {
+                logical_ok = false;
+                remaining.push(format!(
+                    "{}: {rows} row(s) of the subject in {} (by {})",
+                    s.table,
+                    snapshot_words(snap),
+                    columns_words(snap)
+                ));
+            }
+            if snap.values_not_erased > 0 {
+                logical_ok = false;
+                remaining.push(format!(
+                    "{}: {} erased-column value(s) still present in {}",
+                    s.table,
+                    snap.values_not_erased,
+                    snapshot_words(snap)
+                ));
             }
         }
-        if s.action == Action::Delete && residual.rows > 0 {
-            logical_ok = false;
-            remaining.push(format!(
-                "{}: {} row(s) of the subject in the current snapshot",
-                s.table, residual.rows
-            ));
-        }
-        if residual.values_not_erased > 0 {
-            logical_ok = false;
-            remaining.push(format!(
-                "{}: {} erased-column value(s) still present",
-                s.table, residual.values_not_erased
-            ));
+        // The erasure's counts and the logical check's count before it must agree.
+        if s.done {
+            for d in count_disagreements(s, &case) {
+                logical_ok = false;
+                remaining.push(d);
+            }
         }
         if !s.done {
             logical_ok = false;
         }
-        let _ = i;
         tables.push(TableEvidence {
             table: s.table.clone(),
             action: s.action,
@@ -316,6 +369,7 @@ pub async fn attest(
             commits: s.snapshot_id.into_iter().collect(),
             verified_at: now.clone(),
             residual,
+            snapshots: found.map(|t| t.snapshots.clone()).unwrap_or_default(),
         });
     }
     let mut cleanup = BTreeMap::new();
@@ -334,8 +388,21 @@ pub async fn attest(
     let in_held = |h: &&crate::erasure::prove::HitView| {
         h.table.as_ref().is_some_and(|t| held_tables.contains(t))
     };
-    let hits: Vec<&crate::erasure::prove::HitView> =
-        report.hits.iter().filter(|h| !in_held(h)).collect();
+    let hits: Vec<&crate::erasure::prove::HitView> = report
+        .hits
+        .iter()
+        .zip(&explained)
+        .filter(|(h, e)| !in_held(h) && !**e)
+        .map(|(h, _)| h)
+        .collect();
+    let mut kept_after_review: Vec<String> = report
+        .hits
+        .iter()
+        .zip(&explained)
+        .filter(|(_, e)| **e)
+        .map(|(h, _)| format!("{} [{}] {} {}", h.file, h.place, h.trace, h.detail))
+        .collect();
+    kept_after_review.dedup();
     let mut holding: Vec<String> = hits
         .iter()
         .map(|h| format!("{} [{}] {} {}", h.file, h.place, h.trace, h.detail))
@@ -347,11 +414,27 @@ pub async fn attest(
     let clean = hits.is_empty() && report.unreadable.is_empty();
     let mut physical_ok = clean && too_young == 0;
     if !clean {
-        let mut files: Vec<&str> = hits.iter().map(|h| h.file.as_str()).collect();
+        let mut files: Vec<(&str, Option<&str>)> = hits
+            .iter()
+            .map(|h| (h.file.as_str(), h.table.as_deref()))
+            .collect();
         files.sort();
         files.dedup();
-        for f in files {
-            remaining.push(format!("{f} holds the subject's traces"));
+        for (f, t) in files {
+            let waiting = t.and_then(|t| mentions.get(t)).map_or(0, |m| {
+                m.keys
+                    .iter()
+                    .filter(|k| reviews.on(t.unwrap_or_default(), k).is_none())
+                    .count()
+            });
+            if waiting > 0 {
+                remaining.push(format!(
+                    "{f} holds the subject's traces ({waiting} mention(s) of the subject in {} wait for review: `lethe review --request {request}`)",
+                    t.unwrap_or_default()
+                ));
+            } else {
+                remaining.push(format!("{f} holds the subject's traces"));
+            }
         }
         for (f, _) in &report.unreadable {
             remaining.push(format!("{f} can't be read, so it can't be proven clean"));
@@ -384,19 +467,17 @@ pub async fn attest(
     let searched = searched(ws, &ws.governance()?, &case, &changed).await?;
     let search_complete = searched.is_complete();
     remaining.extend(searched.remaining());
-    progress("mentions");
-    let mentions = mentions(ws, std::slice::from_ref(&case), report.prefix_len).await?;
     let checks: Vec<TableCheck> = tables
         .iter()
         .map(|t| TableCheck {
             table: t.table.clone(),
-            residual: t.residual.files_holding
-                + t.residual.values_not_erased
-                + if t.action == Action::Delete {
-                    t.residual.rows
-                } else {
-                    0
-                },
+            rows: if t.action == Action::Rewrite {
+                0
+            } else {
+                t.residual.rows + t.residual.rows_in_older_snapshots
+            },
+            values: t.residual.values_not_erased,
+            files: t.residual.files_holding,
             at: t.verified_at.clone(),
         })
         .collect();
@@ -499,6 +580,8 @@ pub async fn attest(
         holding,
         searched,
         mentions,
+        reviews: reviews.in_force().into_iter().cloned().collect(),
+        kept_after_review,
         residuals,
         manifest,
         case_file,
@@ -530,9 +613,11 @@ pub async fn attest(
             hash: case.hash.clone(),
             ids: BTreeMap::new(),
             values: Vec::new(),
+            addressing: BTreeMap::new(),
             exempt_tables: case.exempt_tables.clone(),
             value_columns: case.value_columns.clone(),
             rows: case.rows.clone(),
+            checked_rows: case.checked_rows.clone(),
             destroyed: true,
         };
         let h = write_case(ws, &kept)?;
@@ -559,6 +644,98 @@ pub async fn attest(
     std::fs::write(&f, serde_json::to_vec_pretty(&attestation)?)
         .map_err(|e| Error::io(f.display().to_string(), e))?;
     Ok((attestation, Some(report)))
+}
+
+/// Every file each of `tables`' current snapshot reads (live data and delete files,
+/// manifests, the manifest list, the metadata file), by location as the proof scan names
+/// files: normalized, and as a local path on a local folder.
+async fn current_paths<'a>(
+    ws: &Workspace,
+    tables: impl Iterator<Item = &'a String>,
+) -> Result<BTreeMap<String, std::collections::HashSet<String>>> {
+    let wh = &ws.warehouse;
+    let mut out = BTreeMap::new();
+    for t in tables {
+        let Ok(name) = lethe_iceberg::catalog::TableName::parse(t) else {
+            continue;
+        };
+        let loaded = wh.load(&name).await?;
+        let mut locations = vec![loaded.metadata_location.clone()];
+        if let Some(snap) = loaded.current_snapshot() {
+            locations.push(snap.manifest_list().to_string());
+            for mf in wh.manifest_list(&loaded, snap)?.entries() {
+                locations.push(mf.manifest_path.clone());
+            }
+            for f in wh.live_files(&loaded, snap).await? {
+                locations.push(f.entry.data_file.file_path().to_string());
+            }
+        }
+        let mut set = std::collections::HashSet::new();
+        for l in locations.iter().filter(|l| !l.is_empty()) {
+            let n = wh.store.normalize(l)?;
+            if n.starts_with("file:")
+                && let Ok(p) = lethe_iceberg::store::normalize_local(&n)
+            {
+                set.insert(p.display().to_string());
+            }
+            set.insert(n);
+        }
+        out.insert(t.clone(), set);
+    }
+    Ok(out)
+}
+
+/// A snapshot in words: `the current snapshot 123`, `snapshot 45 (tag q3_close)`.
+fn snapshot_words(s: &crate::erasure::logical::SnapshotCount) -> String {
+    let refs = if s.refs.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", s.refs.join(", "))
+    };
+    if s.current {
+        format!("the current snapshot {}{refs}", s.snapshot_id)
+    } else {
+        format!("kept snapshot {}{refs}", s.snapshot_id)
+    }
+}
+
+/// The columns that addressed rows, with their counts: `session_id: 1, anonymous_id: 0`.
+fn columns_words(s: &crate::erasure::logical::SnapshotCount) -> String {
+    s.by_column
+        .iter()
+        .map(|(c, n)| format!("{c}: {n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Where the erasure's own counts and the logical check's count before it disagree, in
+/// words: the rows the plan selected for the request (`case.rows`) against the rows that
+/// addressed it (`case.checked_rows`), and the rows the step's commit matched against the
+/// batch's rows that addressed a subject (`checked_rows`).
+fn count_disagreements(s: &crate::erasure::erase::JournalStep, case: &CaseFile) -> Vec<String> {
+    let mut out = Vec::new();
+    if !matches!(s.action, Action::Delete | Action::Rewrite) {
+        return out;
+    }
+    if let Some(checked) = case.checked_rows.get(&s.table) {
+        let planned = case.rows.get(&s.table).copied().unwrap_or(0);
+        if planned != *checked {
+            out.push(format!(
+                "{}: the plan selected {planned} row(s) of the subject, the logical check counted {checked} before the erasure",
+                s.table
+            ));
+        }
+    }
+    if let Some(checked) = s.checked_rows
+        && s.snapshot_id.is_some()
+        && s.rows != checked
+    {
+        out.push(format!(
+            "{}: the erasure's commit matched {} row(s), the logical check counted {checked} row(s) of the batch's subjects before it",
+            s.table, s.rows
+        ));
+    }
+    out
 }
 
 /// Records an attestation that answers the request (COMPLETE, or PARTLY_REFUSED with every
@@ -638,6 +815,8 @@ fn attest_restriction(ws: &Workspace, r: &crate::requests::Request) -> Result<At
         holding: Vec::new(),
         searched: Searched::default(),
         mentions: BTreeMap::new(),
+        reviews: Vec::new(),
+        kept_after_review: Vec::new(),
         residuals: Vec::new(),
         manifest,
         case_file: BTreeMap::new(),
@@ -871,12 +1050,14 @@ pub fn html(a: &Attestation, plan: &crate::erasure::plan::Plan) -> String {
     let mut rows = String::new();
     for t in &a.tables {
         rows.push_str(&format!(
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} row(s), {} value(s) not erased, {} file(s)</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} row(s) in the current snapshot, {} in {} older kept snapshot(s); {} value(s) not erased; {} file(s)</td></tr>",
             esc(&t.table),
             t.action,
             t.rows_affected,
             t.commits.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(", "),
             t.residual.rows,
+            t.residual.rows_in_older_snapshots,
+            t.residual.older_snapshots_holding,
             t.residual.values_not_erased,
             t.residual.files_holding
         ));
@@ -935,6 +1116,24 @@ pub fn html(a: &Attestation, plan: &crate::erasure::plan::Plan) -> String {
             )
         })
         .collect();
+    let reviews: Vec<String> = a
+        .reviews
+        .iter()
+        .map(|d| {
+            format!(
+                "{} {}: {} by the {} on {}{}",
+                d.table,
+                d.row,
+                d.outcome,
+                d.role,
+                d.day,
+                d.basis
+                    .as_ref()
+                    .map(|b| format!(" ({b})"))
+                    .unwrap_or_default()
+            )
+        })
+        .collect();
     let kv = |m: &BTreeMap<String, u64>| {
         m.iter()
             .map(|(k, v)| format!("<tr><td>{}</td><td>{v}</td></tr>", esc(k)))
@@ -949,7 +1148,7 @@ pub fn html(a: &Attestation, plan: &crate::erasure::plan::Plan) -> String {
 <h2>Manifest: every system ({mstatus})</h2><p>Received {mrec}; due {deadline}; certified {certified}.</p><table><tr><th>system</th><th>kind</th><th>action</th><th>mechanism</th><th>records</th><th>started</th><th>verified</th><th>took</th><th>residual</th></tr>{systems}</table><h3>Hand-offs</h3>{hand_offs}\
 <h2>Per table</h2><table><tr><th>table</th><th>action</th><th>rows affected</th><th>commits</th><th>residual</th></tr>{rows}</table>\
 <h2>Cleanup</h2><table>{cleanup}</table><h2>Proof scan</h2><table>{scan}</table><h2>Searched for</h2>{traces}<h2>Files holding traces</h2>{holding}\
-<h2>Mentions for review</h2><p>{mentions} row(s) elsewhere mention the subject.</p><h2>Outside the warehouse</h2>{residuals}\
+<h2>Mentions for review</h2><p>{mentions} row(s) elsewhere mention the subject.</p><h3>Decisions</h3>{reviews}<h3>Traces kept after review</h3>{kept}<h2>Outside the warehouse</h2>{residuals}\
 <h2>Case file</h2><table>{case}</table><p>This page holds no value of the person: IDs of requests, tables, snapshots and files, and counts.</p></body></html>",
         req = esc(&a.request),
         batch = esc(&a.batch),
@@ -977,6 +1176,8 @@ pub fn html(a: &Attestation, plan: &crate::erasure::plan::Plan) -> String {
         holding = list(&a.holding),
         traces = list(&a.searched.traces),
         mentions = a.mentions.values().map(|m| m.rows).sum::<u64>(),
+        reviews = list(&reviews),
+        kept = list(&a.kept_after_review),
         residuals = list(&residuals),
         mstatus = esc(&a.manifest.status),
         mrec = a

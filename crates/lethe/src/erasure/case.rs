@@ -56,11 +56,41 @@ pub struct CaseFile {
     /// attestation can say what was searched for).
     #[serde(default)]
     pub value_columns: BTreeMap<String, Vec<String>>,
+    /// Per table, every column that addresses the subject there with the subject's values in
+    /// it, as text: what the logical check ([`crate::erasure::logical`]) looks for in every
+    /// snapshot the table keeps (beside the derived identifiers it recomputes itself).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub addressing: BTreeMap<String, BTreeMap<String, Vec<String>>>,
     /// Rows of the subject per table before the erasure.
     pub rows: BTreeMap<String, u64>,
+    /// Rows of the subject per table before the erasure as the logical check counted them
+    /// (every file read whole, every addressing column matched): `rows` must agree.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub checked_rows: BTreeMap<String, u64>,
     /// Whether the values above were destroyed (after a COMPLETE attestation).
     #[serde(default)]
     pub destroyed: bool,
+}
+
+/// The kind of a value trace that is a text ID searched as text ([`id_as_text`]).
+pub const ID_AS_TEXT: &str = "id as text";
+
+/// A text ID as a value trace, so that the proof scan finds it wherever it is written — under
+/// another column's name, in a JSON file, inside text — not only in columns of its own name.
+/// Only IDs at least 6 characters long with something other than digits: a short or numeric
+/// ID (`3590`) is found everywhere as text, so it is matched by column only.
+pub fn id_as_text(column: &str, id: &str) -> Option<ValueTrace> {
+    let distinctive = id.chars().count() >= 6 && !id.chars().all(|c| c.is_ascii_digit());
+    distinctive.then(|| ValueTrace {
+        kind: format!("{ID_AS_TEXT} {column}"),
+        value: id.to_string(),
+    })
+}
+
+/// Whether a value trace's kind is a text ID's ([`id_as_text`]).
+pub fn is_id_as_text(kind: &str) -> bool {
+    kind.strip_prefix(ID_AS_TEXT)
+        .is_some_and(|rest| rest.starts_with(' '))
 }
 
 fn cases_dir(ws: &Workspace) -> PathBuf {

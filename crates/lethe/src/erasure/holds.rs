@@ -136,10 +136,10 @@ pub fn held_rows(
     let mut any = Vec::new();
     for j in crate::erasure::erase::journals(ws)? {
         for s in j.steps.iter().filter(|s| s.is_held() && s.table == table) {
-            if let Some(c) = &s.column
-                && !s.values.is_empty()
+            if s.selections().iter().any(|(_, v)| !v.is_empty())
+                && let Some(p) = s.predicate()
             {
-                any.push(Predicate::is_in(c.clone(), s.values.clone()));
+                any.push(p);
             }
         }
     }

@@ -111,11 +111,13 @@ pub async fn open(
             for (s, js) in prepared.plan.steps.iter().zip(&prepared.steps) {
                 match s.action {
                     Action::Delete | Action::Rewrite => {
-                        if let Some(c) = &s.column {
+                        // Every column that selects the rows: a row any of them selects is
+                        // left out.
+                        for (c, values) in js.selections() {
                             scope.tables.push(ScopedTable {
                                 table: s.table.clone(),
-                                column: c.clone(),
-                                values: js.values.clone(),
+                                column: c.to_string(),
+                                values: values.to_vec(),
                                 rows: case.rows.get(&s.table).copied().unwrap_or(0),
                             });
                         }

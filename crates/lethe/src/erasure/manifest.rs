@@ -74,8 +74,16 @@ pub struct System {
     pub verified: Option<String>,
     /// Milliseconds spent.
     pub duration_ms: Option<u64>,
-    /// Records (or files) still holding the subject at the last check; `None` when not checked.
+    /// Records still holding the subject at the last check (a table's rows that address the
+    /// subject in any snapshot it keeps; a store's records); `None` when not checked.
     pub residual: Option<u64>,
+    /// A table's erased-column values still present (REWRITE); never added to `residual`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub residual_values: Option<u64>,
+    /// Files under a table's location still holding the subject's traces; never added to
+    /// `residual`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub residual_files: Option<u64>,
     /// verified, deleted, pending rebuild, pending retention until DATE, failed: WHY, HELD
     /// under legal hold ..., suspended, not suspended: WHY, ...
     pub state: String,
@@ -108,16 +116,42 @@ pub struct Manifest {
     pub hand_offs: Vec<HandOff>,
 }
 
-/// A table's check, as the attestation made it.
+/// A table's check, as the attestation made it: rows, values and files apart.
 #[derive(Debug, Clone)]
 pub struct TableCheck {
     /// The table.
     pub table: String,
-    /// Rows of the subject left (DELETE) or erased values left (REWRITE) plus files holding
-    /// traces.
-    pub residual: u64,
+    /// Rows that still address the subject, in any snapshot the table keeps (DELETE,
+    /// RECOMPUTE; a REWRITE keeps its rows).
+    pub rows: u64,
+    /// Erased-column values still present (REWRITE).
+    pub values: u64,
+    /// Files under its location still holding the subject's traces.
+    pub files: u64,
     /// When checked.
     pub at: String,
+}
+
+impl TableCheck {
+    /// Nothing left.
+    pub fn is_clean(&self) -> bool {
+        self.rows == 0 && self.values == 0 && self.files == 0
+    }
+
+    /// What is left, in words: `1 row(s), 2 file(s)`.
+    pub fn left(&self) -> String {
+        let mut parts = Vec::new();
+        for (n, what) in [
+            (self.rows, "row(s)"),
+            (self.values, "erased value(s)"),
+            (self.files, "file(s)"),
+        ] {
+            if n > 0 {
+                parts.push(format!("{n} {what}"));
+            }
+        }
+        parts.join(", ")
+    }
 }
 
 fn millis_between(a: &Option<String>, b: &Option<String>) -> Option<u64> {
@@ -199,6 +233,8 @@ pub fn build(
             .probed_at
             .as_ref()
             .map(|_| s.residual.get(request).copied().unwrap_or(0)),
+        residual_values: None,
+        residual_files: None,
         state: store_state(s),
         held: s.held.clone(),
     };
@@ -227,7 +263,7 @@ pub fn build(
                 crate::erasure::plan::Action::Delete => format!(
                     "copy-on-write row delete by {} value(s) of {}, then expiry, manifest rewrite and sweep",
                     st.selected_by,
-                    st.column.clone().unwrap_or_default()
+                    st.columns_text()
                 ),
                 crate::erasure::plan::Action::Rewrite => format!(
                     "rows kept under a legal exception, {} nulled",
@@ -246,11 +282,13 @@ pub fn build(
             started: st.started_at.clone(),
             verified: check.map(|c| c.at.clone()),
             duration_ms: millis_between(&st.started_at, &st.finished_at),
-            residual: check.map(|c| c.residual),
+            residual: check.map(|c| c.rows),
+            residual_values: check.map(|c| c.values),
+            residual_files: check.map(|c| c.files),
             state: match (check, st.done, cleaned) {
                 _ if st.is_held() => st.held.as_ref().map(held_state).unwrap_or_default(),
-                (Some(c), _, _) if c.residual == 0 => "verified".into(),
-                (Some(c), _, _) => format!("holds the subject ({} left)", c.residual),
+                (Some(c), _, _) if c.is_clean() => "verified".into(),
+                (Some(c), _, _) => format!("holds the subject ({} left)", c.left()),
                 (None, true, true) => "deleted and cleaned up; verified by the attestation".into(),
                 (None, true, false) => "deleted; cleanup pending".into(),
                 (None, false, _) => "planned".into(),
@@ -369,20 +407,30 @@ pub fn restriction(
         verified: None,
         duration_ms: None,
         residual: None,
+        residual_values: None,
+        residual_files: None,
         state: String::new(),
         held: None,
     };
+    // A table selected by several columns is one system: a row any of them selects is out.
+    let mut by_table: Vec<(&str, Vec<String>, u64)> = Vec::new();
     for t in &scope.tables {
+        let by = format!("{} value(s) of {}", t.values.len(), t.column);
+        match by_table.iter_mut().find(|(n, ..)| *n == t.table) {
+            Some((_, cols, _)) => cols.push(by),
+            None => by_table.push((&t.table, vec![by], t.rows)),
+        }
+    }
+    for (table, by, rows) in by_table {
         let mut s = system(
-            &t.table,
+            table,
             "iceberg table",
             "SUSPEND",
             format!(
-                "rows selected by {} value(s) of {} left out of every query{roles} and of every pipeline's inputs; kept, not deleted",
-                t.values.len(),
-                t.column
+                "rows selected by {} left out of every query{roles} and of every pipeline's inputs; kept, not deleted",
+                by.join(" or ")
             ),
-            t.rows,
+            rows,
         );
         s.state = state("suspended");
         systems.push(s);

@@ -37,6 +37,9 @@ pub struct Searched {
     /// Per table the erasure changed: its personal and sensitive columns by how they were
     /// accounted for.
     pub tables: BTreeMap<String, ColumnsSearched>,
+    /// The subject's root table (where `values` may name columns), for the advice.
+    #[serde(skip)]
+    pub root_table: Option<String>,
 }
 
 /// One table's personal and sensitive columns.
@@ -77,8 +80,19 @@ impl Searched {
                 } else {
                     "were not traces"
                 };
+                // Advice that names a key accepting these columns: `values` takes the root
+                // table's columns only.
+                let advice = if self.root_table.as_deref() == Some(name.as_str()) {
+                    "add them to the subject's `values` in subjects.toml, or declare them in its `not_identifying` with a reason".to_string()
+                } else {
+                    format!(
+                        "in subjects.toml, declare them as the subject's `mapped` identifiers, read through a table that holds both the root identifier and the column (e.g. mapped = [{{ column = \"{}\", via = \"{name}\" }}]), or in its `not_identifying` (as \"{name}.{}\") with a reason",
+                        short_name(&t.not_traces[0]),
+                        t.not_traces[0]
+                    )
+                };
                 format!(
-                    "searched for {searched} of {} personal columns of {name}{declared}: {} {verb}; add them to the subject's values or declare them in subjects.toml not_identifying",
+                    "searched for {searched} of {} personal columns of {name}{declared}: {} {verb}; {advice}",
                     t.personal.len(),
                     and_list(&t.not_traces),
                 )
@@ -133,6 +147,7 @@ pub async fn searched(
     let mut out = Searched {
         traces: traces.into_iter().collect(),
         tables: BTreeMap::new(),
+        root_table: root_table.clone(),
     };
     let subject = gov.subjects.get(&case.subject)?;
     let id_names: BTreeSet<String> = subject

@@ -24,8 +24,18 @@
 //! identifier is like a mapped one: rows are deleted by `column IN (values)`, the values are
 //! traces for the proof scan, and lineage copies of the column carry the same label.
 //!
+//! A derived identifier may also be a deterministic transform of the source value that lethe
+//! recomputes ([`Transform`]): `derived = { from = "email", transform = "sha256" }` (the
+//! lowercase hex SHA-256 of the value's text), `md5`, `sha1`, `lower`, `upper`, and
+//! `hmac_sha256` with `key_env` naming the variable that holds the key. The transform is
+//! applied first, then the pattern (`transform = "lower", pattern = "u:{id}"`). The values of
+//! such a column are computed from the source values, not searched for: seed 003's
+//! "SHA256(customer_id) stays fully addressable".
+//!
 //! Not supported: a pattern with `*` at both ends (`*{id}*` selects too much to erase by), and
-//! identifiers embedded without literal text between them and the wildcard.
+//! identifiers embedded without literal text between them and the wildcard; transforms lethe
+//! can't recompute (a salted hash whose salt it doesn't have): declare no `derived` for those,
+//! and the plan keeps the table RECOMPUTE or UNRESOLVED.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
@@ -139,6 +149,12 @@ impl Pattern {
     /// The predicate selecting the rows whose `column` holds one of `ids` transformed.
     pub fn predicate(&self, column: &str, ids: &[String]) -> Predicate {
         let lits: Vec<String> = ids.iter().map(|i| self.apply(i)).collect();
+        self.predicate_of(column, lits)
+    }
+
+    /// The predicate selecting the rows whose `column` holds one of `lits` (already made by
+    /// [`Pattern::apply`]) in this pattern's shape.
+    pub fn predicate_of(&self, column: &str, lits: Vec<String>) -> Predicate {
         match self.shape {
             Shape::Exact => Predicate::is_in(column, lits.into_iter().map(Value::Str).collect()),
             Shape::Prefix => Predicate::StartsWith {
@@ -154,11 +170,106 @@ impl Pattern {
 
     /// Whether `value` is `id` transformed by this pattern.
     pub fn matches(&self, value: &str, id: &str) -> bool {
-        let lit = self.apply(id);
+        self.matches_literal(value, &self.apply(id))
+    }
+
+    /// Whether `value` holds `lit` (made by [`Pattern::apply`]) in this pattern's shape.
+    pub fn matches_literal(&self, value: &str, lit: &str) -> bool {
         match self.shape {
             Shape::Exact => value == lit,
-            Shape::Prefix => value.starts_with(&lit),
-            Shape::Suffix => value.ends_with(&lit),
+            Shape::Prefix => value.starts_with(lit),
+            Shape::Suffix => value.ends_with(lit),
+        }
+    }
+}
+
+/// A deterministic transform of an identifier's text that lethe recomputes: hex digests are
+/// lowercase, as SQL engines print them (Spark's `sha2(x, 256)`, PostgreSQL's `md5(x)`,
+/// `encode(sha256(x::bytea), 'hex')`); an integer is transformed as its decimal text.
+#[derive(Clone)]
+pub enum Transform {
+    /// SHA-256, lowercase hex.
+    Sha256,
+    /// SHA-1, lowercase hex.
+    Sha1,
+    /// MD5, lowercase hex.
+    Md5,
+    /// Lowercased (Unicode).
+    Lower,
+    /// Uppercased (Unicode).
+    Upper,
+    /// HMAC-SHA256 under a key from the environment, lowercase hex.
+    HmacSha256(std::sync::Arc<secrecy::SecretSlice<u8>>),
+}
+
+impl std::fmt::Debug for Transform {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Transform {
+    /// The transform `name`; `key_env` names the variable holding an HMAC's key.
+    pub fn parse(name: &str, key_env: Option<&str>) -> Result<Transform> {
+        Ok(match name {
+            "sha256" => Transform::Sha256,
+            "sha1" => Transform::Sha1,
+            "md5" => Transform::Md5,
+            "lower" => Transform::Lower,
+            "upper" => Transform::Upper,
+            "hmac_sha256" => {
+                let var = key_env.ok_or_else(|| {
+                    Error::invalid(
+                        "`hmac_sha256` needs `key_env`: the environment variable that holds the key",
+                    )
+                })?;
+                let key = std::env::var(var).map_err(|_| {
+                    Error::invalid(format!(
+                        "`hmac_sha256`: the environment variable {var} (key_env) is not set; without the key lethe can't recompute the column"
+                    ))
+                })?;
+                Transform::HmacSha256(std::sync::Arc::new(secrecy::SecretSlice::from(
+                    key.into_bytes(),
+                )))
+            }
+            other => {
+                return Err(Error::invalid(format!(
+                    "unknown transform `{other}` (use sha256, sha1, md5, lower, upper or hmac_sha256)"
+                )));
+            }
+        })
+    }
+
+    /// Its name as written.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Transform::Sha256 => "sha256",
+            Transform::Sha1 => "sha1",
+            Transform::Md5 => "md5",
+            Transform::Lower => "lower",
+            Transform::Upper => "upper",
+            Transform::HmacSha256(_) => "hmac_sha256",
+        }
+    }
+
+    /// The transformed text of `v`.
+    pub fn apply(&self, v: &str) -> String {
+        use sha2::Digest;
+        match self {
+            Transform::Sha256 => hex::encode(sha2::Sha256::digest(v.as_bytes())),
+            Transform::Sha1 => hex::encode(sha1::Sha1::digest(v.as_bytes())),
+            Transform::Md5 => hex::encode(md5::Md5::digest(v.as_bytes())),
+            Transform::Lower => v.to_lowercase(),
+            Transform::Upper => v.to_uppercase(),
+            Transform::HmacSha256(key) => {
+                use hmac::{KeyInit, Mac};
+                use secrecy::ExposeSecret;
+                let mut m =
+                    <hmac::Hmac<sha2::Sha256> as KeyInit>::new_from_slice(key.expose_secret())
+                        .expect("HMAC takes a key of any length");
+                m.update(v.as_bytes());
+                hex::encode(m.finalize().into_bytes())
+            }
         }
     }
 }
@@ -177,10 +288,43 @@ pub struct DerivedColumn {
     pub column: String,
     /// The label whose values it embeds (the root identifier column, or a mapped identifier).
     pub from: String,
-    /// The transformation.
+    /// The transform applied to the source value first, if any.
+    pub transform: Option<Transform>,
+    /// The pattern around the (transformed) value.
     pub pattern: Pattern,
     /// Its plan label.
     pub label: String,
+}
+
+impl DerivedColumn {
+    /// The literal text source value `id` becomes: the whole value (exact), or its prefix or
+    /// suffix.
+    pub fn literal(&self, id: &str) -> String {
+        match &self.transform {
+            Some(t) => self.pattern.apply(&t.apply(id)),
+            None => self.pattern.apply(id),
+        }
+    }
+
+    /// The predicate selecting the rows whose column holds one of `ids` derived.
+    pub fn predicate(&self, ids: &[String]) -> Predicate {
+        self.pattern
+            .predicate_of(&self.column, ids.iter().map(|i| self.literal(i)).collect())
+    }
+
+    /// Whether `value` is derived from `id`.
+    pub fn matches(&self, value: &str, id: &str) -> bool {
+        self.pattern.matches_literal(value, &self.literal(id))
+    }
+
+    /// How it is derived, as written: `a-{id}#*`, `sha256`, `lower then u:{id}`.
+    pub fn how(&self) -> String {
+        match &self.transform {
+            Some(t) if self.pattern.render() == ID => t.name().to_string(),
+            Some(t) => format!("{} then {}", t.name(), self.pattern.render()),
+            None => self.pattern.render(),
+        }
+    }
 }
 
 /// Every derived identifier metadata.toml declares for `subject`; a pattern that doesn't
@@ -203,6 +347,12 @@ pub fn declared(gov: &Governance, subject: &str, sources: &[String]) -> Result<V
             }
             let pattern = Pattern::parse(&d.pattern)
                 .map_err(|e| gov.metadata.error_at(&key, e.to_string()))?;
+            let transform = d
+                .transform
+                .as_deref()
+                .map(|t| Transform::parse(t, d.key_env.as_deref()))
+                .transpose()
+                .map_err(|e| gov.metadata.error_at(&key, e.to_string()))?;
             if !sources.iter().any(|s| s == &d.from) {
                 return Err(gov.metadata.error_at(
                     &key,
@@ -217,6 +367,7 @@ pub fn declared(gov: &Governance, subject: &str, sources: &[String]) -> Result<V
                 table: table.clone(),
                 column: column.clone(),
                 from: d.from.clone(),
+                transform,
                 pattern,
                 label: label(table, column),
             });
@@ -243,13 +394,25 @@ pub async fn resolve(
         return Ok(Vec::new());
     }
     let ids: Vec<String> = sources.iter().map(text).collect();
+    if d.transform.is_some() && d.pattern.shape == Shape::Exact {
+        // Computed, not searched for: every value the column would hold for the subject.
+        let mut seen = HashSet::new();
+        return Ok(ids
+            .iter()
+            .zip(sources)
+            .filter_map(|(id, src)| {
+                let v = d.literal(id);
+                seen.insert(v.clone()).then(|| (Value::Str(v), src.clone()))
+            })
+            .collect());
+    }
     let t = wh.load(&TableName::parse(&d.table)?).await?;
-    let rows = select_rows(wh, &t, &d.pattern.predicate(&d.column, &ids)).await?;
+    let rows = select_rows(wh, &t, &d.predicate(&ids)).await?;
     // Which source a value embeds: look up its literal part for each distinct literal length.
     let mut by_lit: HashMap<String, usize> = HashMap::new();
     let mut lens: Vec<usize> = Vec::new();
     for (i, id) in ids.iter().enumerate() {
-        let lit = d.pattern.apply(id);
+        let lit = d.literal(id);
         if !lens.contains(&lit.len()) {
             lens.push(lit.len());
         }

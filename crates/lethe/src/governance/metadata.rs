@@ -87,7 +87,8 @@ pub struct ColumnMeta {
     pub note: Option<String>,
 }
 
-/// How a derived identifier is made from another identifier's values.
+/// How a derived identifier is made from another identifier's values: a deterministic
+/// transform of the value (`sha256`, `md5`, `lower`...), then a pattern around it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Derived {
@@ -95,8 +96,38 @@ pub struct Derived {
     /// a mapped identifier column), by column name.
     pub from: String,
     /// `{id}` with literal text around it, and `*` for any text at one end:
-    /// `a-{id}` (exact), `a-{id}#*` (prefix), `*/{id}` (suffix).
+    /// `a-{id}` (exact), `a-{id}#*` (prefix), `*/{id}` (suffix). Default `{id}`: the
+    /// (transformed) value itself.
+    #[serde(default = "whole_value", skip_serializing_if = "is_whole_value")]
     pub pattern: String,
+    /// A deterministic transform applied to the value's text before the pattern: `sha256`,
+    /// `sha1`, `md5` (lowercase hex digests), `lower`, `upper`, or `hmac_sha256` (keyed: the
+    /// key comes from the environment variable `key_env`). See
+    /// [`crate::governance::identifiers::Transform`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transform: Option<String>,
+    /// `hmac_sha256`: the environment variable holding the key (never the key itself).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_env: Option<String>,
+}
+
+fn whole_value() -> String {
+    crate::governance::identifiers::ID.to_string()
+}
+
+fn is_whole_value(p: &String) -> bool {
+    p == crate::governance::identifiers::ID
+}
+
+impl Derived {
+    /// The derivation as written in one line: `sha256`, `a-{id}#*`, `lower then u:{id}`.
+    pub fn describe(&self) -> String {
+        match (&self.transform, is_whole_value(&self.pattern)) {
+            (Some(t), true) => t.clone(),
+            (Some(t), false) => format!("{t} then {}", self.pattern),
+            (None, _) => self.pattern.clone(),
+        }
+    }
 }
 
 impl ColumnEntry {

@@ -16,7 +16,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use chrono::{Duration, Utc};
+use chrono::Duration;
 use lethe_iceberg::catalog::TableName;
 use lethe_iceberg::ops::expire::Cutoff;
 use lethe_iceberg::ops::history::{HistoryReport, purge_history};
@@ -132,10 +132,12 @@ pub(super) async fn clean_up(
     Ok(())
 }
 
-/// The history phase's cutoff: every snapshot older than now (and the second to come), so
-/// every snapshot from before the erasure's commits expires as the table's settings allow.
+/// The history phase's cutoff: every snapshot the table holds when the purge's commit is
+/// planned — each attempt again, so a snapshot another writer committed while the erasure's
+/// commit lost races and retried (holding the subject's rows: it was made before the
+/// erasure's change landed) expires with the rest, as the table's settings allow.
 pub(super) fn history_cutoff() -> Cutoff {
-    Cutoff::OlderThan(Utc::now() + Duration::seconds(1))
+    Cutoff::Every
 }
 
 /// The history phase's counts from what purging a table's history did.

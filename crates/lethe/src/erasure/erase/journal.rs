@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
-use lethe_iceberg::predicate::Value;
+use lethe_iceberg::predicate::{Predicate, Value};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -26,6 +26,11 @@ pub struct JournalStep {
     pub column: Option<String>,
     /// The values that select the rows (resolved before the first delete).
     pub values: Vec<Value>,
+    /// Further columns that select rows, each with its values (the plan's
+    /// [`crate::erasure::plan::Step::also`]): a row any of them (or `column`) selects is the
+    /// subject's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub also: Vec<SelectBy>,
     /// REWRITE: columns nulled.
     pub erase_columns: Vec<String>,
     /// RECOMPUTE: the pipeline.
@@ -53,6 +58,44 @@ pub struct JournalStep {
     /// with its key column and how many keys, or a full run and why).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recompute: Option<crate::pipeline::Recompute>,
+    /// DELETE, REWRITE: the rows of the batch's subjects in the table's current snapshot
+    /// before the erasure, as the logical check counted them ([`crate::erasure::logical`]:
+    /// every file read whole, every addressing column matched); the step's own `rows` must
+    /// agree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checked_rows: Option<u64>,
+}
+
+/// A further column selecting a step's rows, with its values.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SelectBy {
+    /// The column.
+    pub column: String,
+    /// Its values that select the subject's rows.
+    pub values: Vec<Value>,
+}
+
+/// The predicate selecting the rows any of `selections` (column, values) selects: `column IN
+/// values` for each, OR-ed; a selection without values selects nothing. None without any.
+pub fn selection_predicate<'a>(
+    selections: impl IntoIterator<Item = (&'a str, &'a [Value])>,
+) -> Option<Predicate> {
+    let mut first: Option<Predicate> = None;
+    let mut any: Vec<Predicate> = Vec::new();
+    for (c, v) in selections {
+        let p = Predicate::is_in(c.to_string(), v.to_vec());
+        if first.is_none() {
+            first = Some(p.clone());
+        }
+        if !v.is_empty() {
+            any.push(p);
+        }
+    }
+    match any.len() {
+        0 => first,
+        1 => any.pop(),
+        _ => Some(Predicate::Or(any)),
+    }
 }
 
 /// Cleanup counts for one table.
@@ -114,6 +157,10 @@ pub struct Journal {
     /// The day the requests must be answered by.
     #[serde(default)]
     pub deadline: Option<String>,
+    /// The logical check after the cleanup: per planned table and kept snapshot, the rows
+    /// that still address a subject ([`crate::erasure::logical`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logical: Option<Vec<crate::erasure::logical::TableCount>>,
     /// When it finished.
     pub finished_at: Option<String>,
 }
@@ -133,6 +180,43 @@ impl Journal {
 }
 
 impl JournalStep {
+    /// Every (column, values) that selects the step's rows: `column` first, then `also`.
+    pub fn selections(&self) -> Vec<(&str, &[Value])> {
+        let mut out: Vec<(&str, &[Value])> = Vec::with_capacity(1 + self.also.len());
+        if let Some(c) = &self.column {
+            out.push((c.as_str(), self.values.as_slice()));
+        }
+        out.extend(
+            self.also
+                .iter()
+                .map(|a| (a.column.as_str(), a.values.as_slice())),
+        );
+        out
+    }
+
+    /// The predicate selecting the step's rows ([`selection_predicate`]); None for a step
+    /// without a selecting column.
+    pub fn predicate(&self) -> Option<Predicate> {
+        selection_predicate(self.selections())
+    }
+
+    /// The columns that select the rows, in words: `learner_id`, `anonymous_id or session_id`.
+    pub fn columns_text(&self) -> String {
+        self.selections()
+            .iter()
+            .map(|(c, _)| *c)
+            .collect::<Vec<_>>()
+            .join(" or ")
+    }
+
+    /// Clears the values that select the rows (the journal keeps counts once finished).
+    pub fn clear_values(&mut self) {
+        self.values.clear();
+        for a in &mut self.also {
+            a.values.clear();
+        }
+    }
+
     /// Held under a legal hold that has not been released: not carried out yet.
     pub fn is_held(&self) -> bool {
         !self.done && self.held.as_ref().is_some_and(|h| h.released_on.is_none())

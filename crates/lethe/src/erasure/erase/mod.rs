@@ -75,14 +75,13 @@ use futures::future::BoxFuture;
 use lethe_iceberg::catalog::TableName;
 use lethe_iceberg::ops::history::PurgeHistory;
 use lethe_iceberg::ops::rewrite::{RowRewrite, rewrite_rows};
-use lethe_iceberg::predicate::Predicate;
 use serde::Serialize;
 
 pub use journal::{
-    Journal, JournalStep, TableCleanup, batch_id, find_request, journal_path, journals,
-    load_journal,
+    Journal, JournalStep, SelectBy, TableCleanup, batch_id, find_request, journal_path, journals,
+    load_journal, selection_predicate,
 };
-pub use prepare::{Prepared, prepare};
+pub use prepare::{Prepared, prepare, prepare_drawn};
 pub use stores::{StoreState, StoreStep, VerifyOutcome, verify_pending};
 
 use crate::erasure::case::{RequestSpec, read_case, valid_request_id};
@@ -269,6 +268,8 @@ async fn erase_planned(
     run_steps(ws, &mut journal, &costs, &tag, progress).await?;
     // 4. Cleanup of every table the erasure changed.
     cleanup::clean_up(ws, &mut journal, &tag, progress).await?;
+    // The logical check: every snapshot the planned tables keep, read by another path.
+    check_logically(ws, gov, &mut journal, progress).await?;
     // The stores built from the warehouse (and the others), then every store probed.
     stores::delete_stores(ws, &mut journal, false, progress).await?;
     stores::verify_stores(ws, &mut journal, progress).await?;
@@ -639,22 +640,18 @@ struct Landed {
 /// exception's columns; None for a step that changes no rows by itself (a REWRITE without
 /// columns to erase, NO_ACTION, UNRESOLVED).
 fn row_change(step: &JournalStep) -> Result<Option<RowRewrite>> {
-    let column = || {
-        step.column
-            .clone()
+    let predicate = || {
+        step.predicate()
             .ok_or_else(|| Error::Internal(format!("{} without a column", step.action)))
     };
     Ok(match step.action {
-        Action::Delete => Some(RowRewrite::delete(Predicate::is_in(
-            column()?,
-            step.values.clone(),
-        ))),
+        Action::Delete => Some(RowRewrite::delete(predicate()?)),
         Action::Rewrite if !step.erase_columns.is_empty() => Some(RowRewrite::set_null(
-            Predicate::is_in(column()?, step.values.clone()),
+            predicate()?,
             step.erase_columns.clone(),
         )),
         Action::Rewrite => {
-            column()?;
+            predicate()?;
             None
         }
         // run_steps carries a RECOMPUTE out as recompute_work, never as a row step.
@@ -758,6 +755,42 @@ fn recompute_work(
     }))
 }
 
+/// After the cleanup: the logical check of every DELETE, REWRITE and RECOMPUTE table the
+/// erasure carried out ([`crate::erasure::logical`], every snapshot each keeps), recorded in
+/// the journal. It reports; the attestation judges (and checks again).
+async fn check_logically(
+    ws: &Workspace,
+    gov: &crate::governance::Governance,
+    journal: &mut Journal,
+    progress: &dyn Fn(&str),
+) -> Result<()> {
+    use crate::erasure::logical::{Checked, Snapshots, check};
+    progress("logical check: every snapshot the planned tables keep");
+    let cases = journal
+        .requests
+        .iter()
+        .map(|r| read_case(ws, &r.request))
+        .collect::<Result<Vec<_>>>()?;
+    let tables: Vec<Checked> = journal
+        .steps
+        .iter()
+        .filter(|s| {
+            !s.is_held()
+                && matches!(
+                    s.action,
+                    Action::Delete | Action::Rewrite | Action::Recompute
+                )
+        })
+        .map(|s| Checked {
+            table: s.table.clone(),
+            erase_columns: s.erase_columns.clone(),
+        })
+        .collect();
+    let subject = &journal.requests[0].subject;
+    journal.logical = Some(check(ws, gov, subject, &cases, &tables, Snapshots::Kept).await?);
+    save_journal(ws, journal)
+}
+
 /// Finished: nothing will be resumed, so the journal keeps counts and ids of snapshots, not
 /// the subjects' IDs nor the values that selected their rows (the case files keep those
 /// until attested; the register keeps keyed hashes).
@@ -767,11 +800,14 @@ fn finish(ws: &Workspace, journal: &mut Journal) -> Result<()> {
     }
     // Held steps keep their values until the hold ends and they are carried out.
     for s in journal.steps.iter_mut().filter(|s| !s.is_held()) {
-        s.values.clear();
+        s.clear_values();
     }
     if let Some(p) = journal.plan.as_mut() {
         for s in &mut p.steps {
             s.values.clear();
+            for a in &mut s.also {
+                a.values.clear();
+            }
         }
     }
     journal.finished_at = Some(Utc::now().to_rfc3339());

@@ -12,7 +12,7 @@ use lethe_iceberg::ops::rewrite::{bytes_to_rewrite, select_rows};
 use lethe_iceberg::predicate::{Predicate, Value};
 use lethe_iceberg::table::{LoadedTable, Warehouse};
 
-use super::journal::{Journal, JournalStep, batch_id, save_journal};
+use super::journal::{Journal, JournalStep, SelectBy, batch_id, save_journal, selection_predicate};
 use super::{EraseOptions, durable_step};
 use crate::erasure::case::{CaseFile, RequestSpec, ValueTrace, write_case};
 use crate::erasure::plan::{self, Action, Inventory, Plan, Step};
@@ -40,12 +40,22 @@ fn text_of(v: &Value) -> String {
     }
 }
 
-/// A selection of a table's rows: the table, the column, and the values' keys (sorted, each
-/// once).
-type Selection = (String, String, Vec<String>);
+/// A selection of a table's rows: the table, and each selecting column with its values' keys
+/// (sorted, each once).
+type Selection = (String, Vec<(String, Vec<String>)>);
+
+/// The columns that select rows, each with its values: a row any of them selects is selected.
+type Sels = Vec<(String, Vec<Value>)>;
+
+/// The predicate of a selection ([`selection_predicate`]).
+fn predicate_of(sels: &Sels) -> Predicate {
+    selection_predicate(sels.iter().map(|(c, v)| (c.as_str(), v.as_slice())))
+        .unwrap_or(Predicate::Or(Vec::new()))
+}
 
 /// The rows preparing an erasure reads, each selection read once: every table is loaded once
-/// and every `column IN values` selection of a table read once, however many of the
+/// and every selection (`column IN values`, OR-ed over its columns) of a table read once,
+/// however many of the
 /// resolution's parts ask for it (the root table is read for its identifying values and for
 /// its own step's row counts; a key label's table for the label and for its step). All reads
 /// are of the tables' current snapshots before anything changes, so a second read of the
@@ -81,33 +91,37 @@ impl Reads {
         Ok(t)
     }
 
-    /// The key of the selection `column IN values` of `table`.
-    fn key(table: &str, column: &str, values: &[Value]) -> Selection {
-        let mut set: Vec<String> = values.iter().map(key_of).collect();
-        set.sort();
-        set.dedup();
-        (table.to_string(), column.to_string(), set)
+    /// The key of the selection `sels` of `table`.
+    fn key(table: &str, sels: &Sels) -> Selection {
+        let cols = sels
+            .iter()
+            .map(|(c, values)| {
+                let mut set: Vec<String> = values.iter().map(key_of).collect();
+                set.sort();
+                set.dedup();
+                (c.clone(), set)
+            })
+            .collect();
+        (table.to_string(), cols)
     }
 
-    /// Starts reading every selection (`table`, `column`, `values`) of `wants` not read or
+    /// Starts reading every selection (`table`, selecting columns) of `wants` not read or
     /// being read yet, each as a task of its own, and returns: the reads run in the background
     /// while the caller goes on (resolving the labels that need other tables' rows first), and
     /// [`Reads::select`] or [`Reads::prefetch`] take them when they ask for them. A selection
     /// started but never asked for (its values turned out otherwise) is still counted as read.
-    async fn start(
-        &mut self,
-        wh: &Warehouse,
-        wants: &[(String, String, Vec<Value>)],
-    ) -> Result<()> {
-        for (table, column, values) in wants {
-            let key = Self::key(table, column, values);
-            if values.is_empty() || self.rows.contains_key(&key) || self.pending.contains_key(&key)
+    async fn start(&mut self, wh: &Warehouse, wants: &[(String, Sels)]) -> Result<()> {
+        for (table, sels) in wants {
+            let key = Self::key(table, sels);
+            if sels.iter().all(|(_, v)| v.is_empty())
+                || self.rows.contains_key(&key)
+                || self.pending.contains_key(&key)
             {
                 continue;
             }
             let t = self.table(wh, table).await?;
             *self.counts.entry(key.0.clone()).or_default() += 1;
-            let (wh, predicate) = (wh.clone(), Predicate::is_in(column.clone(), values.clone()));
+            let (wh, predicate) = (wh.clone(), predicate_of(sels));
             let task = tokio::spawn(async move { Ok(select_rows(&wh, &t, &predicate).await?) });
             self.pending.insert(key, task);
         }
@@ -128,64 +142,45 @@ impl Reads {
         Ok(Some(rows))
     }
 
-    /// Reads every selection (`table`, `column`, `values`) of `wants` not read yet, each as a
+    /// Reads every selection (`table`, selecting columns) of `wants` not read yet, each as a
     /// task of its own ([`Reads::start`]; the runtime's workers, one per core, run them): they
     /// are reads of the current snapshots, independent of one another, and decoding a table's
     /// matching files is CPU work one task would do on one core. [`Reads::select`] then finds
     /// them read.
-    async fn prefetch(
-        &mut self,
-        wh: &Warehouse,
-        wants: &[(String, String, Vec<Value>)],
-    ) -> Result<()> {
+    async fn prefetch(&mut self, wh: &Warehouse, wants: &[(String, Sels)]) -> Result<()> {
         self.start(wh, wants).await?;
-        for (table, column, values) in wants {
-            self.take(&Self::key(table, column, values)).await?;
+        for (table, sels) in wants {
+            self.take(&Self::key(table, sels)).await?;
         }
         Ok(())
     }
 
-    /// The bytes of the files a copy-on-write step selecting `column IN values` of `table`
-    /// rewrites ([`bytes_to_rewrite`]: from what [`Reads::prefetch`] already read).
-    async fn bytes_holding(
-        &mut self,
-        wh: &Warehouse,
-        table: &str,
-        column: &str,
-        values: &[Value],
-    ) -> Result<u64> {
-        if values.is_empty() {
+    /// The bytes of the files a copy-on-write step selecting `sels` of `table` rewrites
+    /// ([`bytes_to_rewrite`]: from what [`Reads::prefetch`] already read).
+    async fn bytes_holding(&mut self, wh: &Warehouse, table: &str, sels: &Sels) -> Result<u64> {
+        if sels.iter().all(|(_, v)| v.is_empty()) {
             return Ok(0);
         }
         let t = self.table(wh, table).await?;
-        let predicate = Predicate::is_in(column.to_string(), values.to_vec());
-        Ok(bytes_to_rewrite(wh, &t, &predicate).await?)
+        Ok(bytes_to_rewrite(wh, &t, &predicate_of(sels)).await?)
     }
 
-    /// The live rows of `table` with `column IN values` (read once per distinct set).
+    /// The live rows of `table` that `sels` selects (read once per distinct selection).
     async fn select(
         &mut self,
         wh: &Warehouse,
         table: &str,
-        column: &str,
-        values: &[Value],
+        sels: &Sels,
     ) -> Result<(Arc<LoadedTable>, Arc<Vec<RecordBatch>>)> {
         let t = self.table(wh, table).await?;
-        let key = Self::key(table, column, values);
+        let key = Self::key(table, sels);
         if let Some(rows) = self.rows.get(&key) {
             return Ok((t, rows.clone()));
         }
         if let Some(rows) = self.take(&key).await? {
             return Ok((t, rows));
         }
-        let rows = Arc::new(
-            select_rows(
-                wh,
-                &t,
-                &Predicate::is_in(column.to_string(), values.to_vec()),
-            )
-            .await?,
-        );
+        let rows = Arc::new(select_rows(wh, &t, &predicate_of(sels)).await?);
         *self.counts.entry(table.to_string()).or_default() += 1;
         self.rows.insert(key, rows.clone());
         Ok((t, rows))
@@ -212,31 +207,31 @@ async fn resolve_attributed(
             .insert(i);
     }
     let root_values: Vec<Value> = root.values().map(|(v, _)| v.clone()).collect();
-    let mapped: Vec<_> = subject
+    let mapped: Vec<(String, Sels)> = subject
         .mapped
         .iter()
-        .map(|m| (m.via.clone(), root_column.clone(), root_values.clone()))
+        .map(|m| {
+            (
+                m.via.clone(),
+                vec![(root_column.clone(), root_values.clone())],
+            )
+        })
         .collect();
     // Each follow reads the root label's values, unless a mapped column adds to it.
     if subject.mapped.iter().all(|m| m.column != root_column) {
         reads.prefetch(wh, &mapped).await?;
     }
     for m in &subject.mapped {
-        follow(
-            wh,
-            reads,
-            &mut out,
-            &m.via,
-            &root_column,
-            &root_column,
-            &m.column,
-            &m.column,
-        )
-        .await?;
+        let by = [(root_column.clone(), root_column.clone())];
+        follow(wh, reads, &mut out, &m.via, &by, &m.column, &m.column).await?;
     }
-    let labels: BTreeSet<String> = p.steps.iter().filter_map(|s| s.label.clone()).collect();
-    // Derived identifiers: the values their pattern selects, owned by whoever owns the value
-    // they embed.
+    let labels: BTreeSet<String> = p
+        .steps
+        .iter()
+        .flat_map(|s| s.selectors().into_iter().map(|(_, l)| l.to_string()))
+        .collect();
+    // Derived identifiers: the values their pattern selects (or their transform makes), owned
+    // by whoever owns the value they embed.
     let sources: BTreeMap<String, Vec<Value>> = out
         .iter()
         .map(|(l, m)| (l.clone(), m.values().map(|(v, _)| v.clone()).collect()))
@@ -259,11 +254,28 @@ async fn resolve_attributed(
         }
         out.insert(label, m);
     }
-    // Key labels can depend on each other (a key of a table found by another key): resolve
-    // until nothing changes, in plan order.
-    for _ in 0..labels.len() + 1 {
+    resolve_keys(wh, reads, p, &labels, &mut out).await?;
+    Ok(out)
+}
+
+/// Key labels (`table.key`: the keys of rows the subject owns in `table`), read from the rows
+/// the table's step selects. They can depend on each other (a key of a table found by
+/// another key): resolved in plan order until nothing changes, each once every label its
+/// table is selected by is known; a label left waiting on a circle of keys is then resolved
+/// from the labels known.
+async fn resolve_keys(
+    wh: &Warehouse,
+    reads: &mut Reads,
+    p: &Plan,
+    labels: &BTreeSet<String>,
+    out: &mut Attributed,
+) -> Result<()> {
+    // Strict passes while they progress; when none does, one pass that takes the labels
+    // known (each pass resolves at least one label or ends).
+    let mut partial = false;
+    loop {
         let mut progressed = false;
-        for label in &labels {
+        for label in labels {
             if out.contains_key(label) {
                 continue;
             }
@@ -273,57 +285,79 @@ async fn resolve_attributed(
             let Some(source) = p.steps.iter().find(|s| s.table == table) else {
                 continue;
             };
-            let (Some(col), Some(src_label)) = (&source.column, &source.label) else {
-                continue;
-            };
-            if !out.contains_key(src_label) {
+            let by: Vec<(String, String)> = source
+                .selectors()
+                .into_iter()
+                .filter(|(_, l)| l != label)
+                .map(|(c, l)| (c.to_string(), l.to_string()))
+                .collect();
+            let known = by.iter().filter(|(_, l)| out.contains_key(l)).count();
+            if known == 0 || (known < by.len() && !partial) {
                 continue;
             }
-            follow(wh, reads, &mut out, table, col, src_label, key, label).await?;
+            let by: Vec<(String, String)> = by
+                .into_iter()
+                .filter(|(_, l)| out.contains_key(l))
+                .collect();
+            follow(wh, reads, out, table, &by, key, label).await?;
             progressed = true;
         }
-        if !progressed {
-            break;
+        match (progressed, partial) {
+            (true, _) => partial = false,
+            (false, false) => partial = true,
+            (false, true) => break,
         }
     }
-    Ok(out)
+    Ok(())
 }
 
-/// Follows one table: rows selected by `col IN values(src_label)`, attributing the values of
-/// `target_col` to the requests that own the selecting value.
-#[allow(clippy::too_many_arguments)]
+/// Follows one table: rows selected by any `(column, label)` of `by` (`column IN
+/// values(label)`), attributing the values of `target_col` to the requests that own a
+/// selecting value of the row.
 async fn follow(
     wh: &Warehouse,
     reads: &mut Reads,
     out: &mut Attributed,
     table: &str,
-    col: &str,
-    src_label: &str,
+    by: &[(String, String)],
     target_col: &str,
     target_label: &str,
 ) -> Result<()> {
-    let src = out.get(src_label).cloned().unwrap_or_default();
-    let values: Vec<Value> = src.values().map(|(v, _)| v.clone()).collect();
-    if values.is_empty() {
+    let srcs: Vec<BTreeMap<String, (Value, BTreeSet<usize>)>> = by
+        .iter()
+        .map(|(_, l)| out.get(l).cloned().unwrap_or_default())
+        .collect();
+    let sels: Sels = by
+        .iter()
+        .zip(&srcs)
+        .map(|((c, _), src)| (c.clone(), src.values().map(|(v, _)| v.clone()).collect()))
+        .collect();
+    if sels
+        .iter()
+        .all(|(_, v): &(String, Vec<Value>)| v.is_empty())
+    {
         out.entry(target_label.to_string()).or_default();
         return Ok(());
     }
-    let (_, rows) = reads.select(wh, table, col, &values).await?;
+    let (_, rows) = reads.select(wh, table, &sels).await?;
     for b in rows.iter() {
-        let sel = column_values_aligned(b, col)?;
         let tgt = column_values_aligned(b, target_col)?;
-        for (s, t) in sel.into_iter().zip(tgt) {
-            let (Some(s), Some(t)) = (s, t) else { continue };
-            let owners = src
-                .get(&key_of(&s))
-                .map(|x| x.1.clone())
-                .unwrap_or_default();
+        let mut owners: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); b.num_rows()];
+        for ((c, _), src) in by.iter().zip(&srcs) {
+            for (row, v) in column_values_aligned(b, c)?.into_iter().enumerate() {
+                if let Some(o) = v.and_then(|v| src.get(&key_of(&v))) {
+                    owners[row].extend(o.1.iter().copied());
+                }
+            }
+        }
+        for (t, o) in tgt.into_iter().zip(owners) {
+            let Some(t) = t else { continue };
             let e = out
                 .entry(target_label.to_string())
                 .or_default()
                 .entry(key_of(&t))
                 .or_insert_with(|| (t.clone(), BTreeSet::new()));
-            e.1.extend(owners);
+            e.1.extend(o);
         }
     }
     out.entry(target_label.to_string()).or_default();
@@ -391,6 +425,18 @@ pub async fn prepare(
     key: Option<&RegisterKey>,
     progress: &dyn Fn(&str),
 ) -> Result<Prepared> {
+    prepare_drawn(ws, gov, requests, key, false, progress).await
+}
+
+/// [`prepare`], with the plan's lineage subgraph drawn as DOT (`Plan::dot`) when `draw` is set.
+pub async fn prepare_drawn(
+    ws: &Workspace,
+    gov: &Governance,
+    requests: &[RequestSpec],
+    key: Option<&RegisterKey>,
+    draw: bool,
+    progress: &dyn Fn(&str),
+) -> Result<Prepared> {
     let subject_name = &requests[0].subject;
     if requests.iter().any(|r| &r.subject != subject_name) {
         return Err(Error::invalid(
@@ -400,7 +446,7 @@ pub async fn prepare(
     let subject = gov.subjects.get(subject_name)?.clone();
     progress("planning");
     let mut reads = Reads::default();
-    let (mut p, ids) = plan_requests(ws, &mut reads, gov, &subject, requests).await?;
+    let (mut p, ids) = plan_requests(ws, &mut reads, gov, &subject, requests, draw).await?;
     progress("resolving the subject's values");
     // The steps selected by the subjects' own IDs read in the background while the labels
     // found through other tables' rows are resolved: their values are the IDs already, unless
@@ -408,11 +454,21 @@ pub async fn prepare(
     // not used).
     let (root_table, root_column) = subject.root()?;
     if subject.mapped.iter().all(|m| m.column != root_column) {
-        let mut by_id: Vec<(String, String, Vec<Value>)> = p
+        let mut by_id: Vec<(String, Sels)> = p
             .steps
             .iter()
-            .filter(|s| s.label.as_deref() == Some(root_column.as_str()))
-            .filter_map(|s| Some((s.table.clone(), s.column.clone()?, ids.clone())))
+            .filter(|s| {
+                let sel = s.selectors();
+                !sel.is_empty() && sel.iter().all(|(_, l)| *l == root_column)
+            })
+            .map(|s| {
+                let sels = s
+                    .selectors()
+                    .into_iter()
+                    .map(|(c, _)| (c.to_string(), ids.clone()))
+                    .collect();
+                (s.table.clone(), sels)
+            })
             .collect();
         // First the tables whose rows name a key label (`table.column`): resolving waits for
         // them, the others only at the end.
@@ -437,24 +493,30 @@ pub async fn prepare(
         &subject.mapped.iter().map(|m| m.column.clone()).collect(),
     );
     // The root rows and every step's rows, read at once before they are looked at.
-    let mut wants = vec![(root_table, root_column, ids.clone())];
+    let mut wants = vec![(root_table, vec![(root_column, ids.clone())])];
     for s in &p.steps {
-        if let (Some(col), Some(_)) = (&s.column, &s.label) {
-            wants.push((s.table.clone(), col.clone(), step_values(s, &flat)));
+        let sels = step_selection(s, &flat);
+        if !sels.is_empty() {
+            wants.push((s.table.clone(), sels));
         }
     }
     reads.prefetch(&ws.warehouse, &wants).await?;
     let mut cases = new_cases(&p, requests, key);
     trace_ids(&p, &attributed, &mut cases);
     trace_root_values(ws, &mut reads, &subject, &ids, &mut cases).await?;
-    let steps = journal_steps(ws, &mut reads, &p, &flat, &attributed, &mut cases).await?;
+    let mut steps = journal_steps(ws, &mut reads, &p, &flat, &attributed, &mut cases).await?;
+    progress("counting the subjects' rows by another reader (the logical check)");
+    count_independently(ws, gov, &subject_name.clone(), &mut steps, &mut cases).await?;
     let mut costs = Vec::with_capacity(steps.len());
     for s in &steps {
-        costs.push(match &s.column {
-            Some(col) if matches!(s.action, Action::Delete | Action::Rewrite) => {
-                reads
-                    .bytes_holding(&ws.warehouse, &s.table, col, &s.values)
-                    .await?
+        let sels: Sels = s
+            .selections()
+            .into_iter()
+            .map(|(c, v)| (c.to_string(), v.to_vec()))
+            .collect();
+        costs.push(match s.action {
+            Action::Delete | Action::Rewrite if !sels.is_empty() => {
+                reads.bytes_holding(&ws.warehouse, &s.table, &sels).await?
             }
             _ => 0,
         });
@@ -485,6 +547,7 @@ async fn plan_requests(
     gov: &Governance,
     subject: &Subject,
     requests: &[RequestSpec],
+    draw: bool,
 ) -> Result<(Plan, Vec<Value>)> {
     let wh = &ws.warehouse;
     let inv = Inventory::load(wh).await?;
@@ -507,18 +570,21 @@ async fn plan_requests(
     let since = match subject.first_seen {
         Some(_) => {
             let (root_table, root_column) = subject.root()?;
-            let (t, rows) = reads.select(wh, &root_table, &root_column, &ids).await?;
+            let (t, rows) = reads
+                .select(wh, &root_table, &vec![(root_column, ids.clone())])
+                .await?;
             plan::first_seen_in(subject, &t, &ids, &rows)?
         }
         None => None,
     };
-    let p = plan::plan(
+    let p = plan::plan_drawn(
         &inv,
         gov,
         &graph,
         &requests[0].subject,
         since,
         &crate::pipeline::names(ws)?,
+        draw,
     )?;
     Ok((p, ids))
 }
@@ -543,19 +609,38 @@ fn new_cases(p: &Plan, requests: &[RequestSpec], key: Option<&RegisterKey>) -> V
 }
 
 /// The ID traces: every value that selects a step's rows, in the case of each request that
-/// owns it, by the step's column.
+/// owns it, by each column that selects them (and, per table, as the columns that address
+/// the subject there, for the logical check). A text ID long and distinctive enough (see
+/// [`crate::erasure::case::id_as_text`]) is also a value trace: a copy of it under another
+/// column's name, or inside text, is found too.
 fn trace_ids(p: &Plan, attributed: &Attributed, cases: &mut [CaseFile]) {
     for s in &p.steps {
-        let (Some(col), Some(label)) = (&s.column, &s.label) else {
-            continue;
-        };
-        if let Some(vals) = attributed.get(label) {
+        for (col, label) in s.selectors() {
+            let Some(vals) = attributed.get(label) else {
+                continue;
+            };
             for (v, owners) in vals.values() {
+                let t = text_of(v);
                 for o in owners {
-                    let ids = cases[*o].ids.entry(col.clone()).or_default();
-                    let t = text_of(v);
+                    let c = &mut cases[*o];
+                    let ids = c.ids.entry(col.to_string()).or_default();
                     if !ids.contains(&t) {
-                        ids.push(t);
+                        ids.push(t.clone());
+                    }
+                    let here = c
+                        .addressing
+                        .entry(s.table.clone())
+                        .or_default()
+                        .entry(col.to_string())
+                        .or_default();
+                    if !here.contains(&t) {
+                        here.push(t.clone());
+                    }
+                    if let Value::Str(text) = v
+                        && let Some(tr) = crate::erasure::case::id_as_text(col, text)
+                        && !c.values.contains(&tr)
+                    {
+                        c.values.push(tr);
                     }
                 }
             }
@@ -574,7 +659,9 @@ async fn trace_root_values(
 ) -> Result<()> {
     let wh = &ws.warehouse;
     let (root_table, root_column) = subject.root()?;
-    let (t, rows) = reads.select(wh, &root_table, &root_column, ids).await?;
+    let (t, rows) = reads
+        .select(wh, &root_table, &vec![(root_column.clone(), ids.to_vec())])
+        .await?;
     let schema = t.metadata.current_schema().clone();
     for c in cases.iter_mut() {
         c.value_columns
@@ -605,13 +692,17 @@ async fn trace_root_values(
     Ok(())
 }
 
-/// The values that select step `s`'s rows.
-fn step_values(s: &Step, flat: &BTreeMap<String, Vec<Value>>) -> Vec<Value> {
-    s.label
-        .as_ref()
-        .and_then(|l| flat.get(l))
-        .cloned()
-        .unwrap_or_default()
+/// The values of a label.
+fn label_values(label: &str, flat: &BTreeMap<String, Vec<Value>>) -> Vec<Value> {
+    flat.get(label).cloned().unwrap_or_default()
+}
+
+/// The columns that select step `s`'s rows, each with its values.
+fn step_selection(s: &Step, flat: &BTreeMap<String, Vec<Value>>) -> Sels {
+    s.selectors()
+        .into_iter()
+        .map(|(c, l)| (c.to_string(), label_values(l, flat)))
+        .collect()
 }
 
 /// The journal's steps with their resolved values; on the way, each request's rows per table
@@ -626,46 +717,66 @@ async fn journal_steps(
 ) -> Result<Vec<JournalStep>> {
     let mut steps = Vec::new();
     for s in &p.steps {
-        let values = step_values(s, flat);
-        if let (Some(col), Some(label)) = (&s.column, &s.label) {
-            let att = attributed.get(label).cloned().unwrap_or_default();
-            count_rows_and_erased(ws, reads, s, col, &values, &att, cases).await?;
+        let sels = step_selection(s, flat);
+        if !sels.is_empty() {
+            let atts: Vec<BTreeMap<String, (Value, BTreeSet<usize>)>> = s
+                .selectors()
+                .into_iter()
+                .map(|(_, l)| attributed.get(l).cloned().unwrap_or_default())
+                .collect();
+            count_rows_and_erased(ws, reads, s, &sels, &atts, cases).await?;
         }
+        let values = s
+            .label
+            .as_deref()
+            .map(|l| label_values(l, flat))
+            .unwrap_or_default();
+        let also: Vec<SelectBy> = s
+            .also
+            .iter()
+            .map(|a| SelectBy {
+                column: a.column.clone(),
+                values: label_values(&a.label, flat),
+            })
+            .collect();
+        let selected_by = values.len() + also.iter().map(|a| a.values.len()).sum::<usize>();
         steps.push(JournalStep {
             table: s.table.clone(),
             action: s.action,
             column: s.column.clone(),
-            values: values.clone(),
+            values,
+            also,
             erase_columns: s.erase_columns.clone(),
             pipeline: s.pipeline.clone(),
             done: false,
             snapshot_id: None,
             rows: 0,
-            selected_by: values.len(),
+            selected_by,
             started_at: None,
             finished_at: None,
             held: s.held.clone(),
             recompute: None,
+            checked_rows: None,
         });
     }
     Ok(steps)
 }
 
-/// Reads the rows step `s` selects by `col IN values`: counts them per owning request and, for
-/// a REWRITE, keeps the old values of its erased columns as traces.
+/// Reads the rows step `s` selects (`sels`, each column's values owned as `atts` says):
+/// counts them per owning request (a row once, whichever columns select it) and, for a
+/// REWRITE, keeps the old values of its erased columns as traces.
 async fn count_rows_and_erased(
     ws: &Workspace,
     reads: &mut Reads,
     s: &Step,
-    col: &str,
-    values: &[Value],
-    att: &BTreeMap<String, (Value, BTreeSet<usize>)>,
+    sels: &Sels,
+    atts: &[BTreeMap<String, (Value, BTreeSet<usize>)>],
     cases: &mut [CaseFile],
 ) -> Result<()> {
-    if values.is_empty() {
+    if sels.iter().all(|(_, v)| v.is_empty()) {
         return Ok(());
     }
-    let (t, rows) = reads.select(&ws.warehouse, &s.table, col, values).await?;
+    let (t, rows) = reads.select(&ws.warehouse, &s.table, sels).await?;
     let schema = t.metadata.current_schema().clone();
     if s.action == Action::Rewrite {
         for c in cases.iter_mut() {
@@ -676,7 +787,14 @@ async fn count_rows_and_erased(
         }
     }
     for b in rows.iter() {
-        let sel = column_values_aligned(b, col)?;
+        let mut owners: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); b.num_rows()];
+        for ((col, _), att) in sels.iter().zip(atts) {
+            for (row, v) in column_values_aligned(b, col)?.into_iter().enumerate() {
+                if let Some(o) = v.and_then(|v| att.get(&key_of(&v))) {
+                    owners[row].extend(o.1.iter().copied());
+                }
+            }
+        }
         let mut erased: Vec<(String, Vec<Vec<String>>)> = Vec::new();
         if s.action == Action::Rewrite {
             for ec in &s.erase_columns {
@@ -685,9 +803,8 @@ async fn count_rows_and_erased(
                 erased.push((ec.clone(), vals));
             }
         }
-        for (row, v) in sel.iter().enumerate() {
-            let Some(v) = v else { continue };
-            for o in att.get(&key_of(v)).map(|x| x.1.clone()).unwrap_or_default() {
+        for (row, row_owners) in owners.iter().enumerate() {
+            for &o in row_owners {
                 *cases[o].rows.entry(s.table.clone()).or_default() += 1;
                 for (ec, vals) in &erased {
                     for old in vals.get(row).into_iter().flatten() {
@@ -703,6 +820,41 @@ async fn count_rows_and_erased(
                         }
                     }
                 }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The logical check before anything changes ([`crate::erasure::logical`]): the rows of each
+/// DELETE and REWRITE table's current snapshot that address a subject, counted by reading
+/// every file whole and matching every addressing column, recorded beside the plan's own
+/// counts (the step's `checked_rows`, each case's `checked_rows`), which must agree.
+async fn count_independently(
+    ws: &Workspace,
+    gov: &Governance,
+    subject: &str,
+    steps: &mut [JournalStep],
+    cases: &mut [CaseFile],
+) -> Result<()> {
+    use crate::erasure::logical::{Checked, Snapshots, check};
+    let tables: Vec<Checked> = steps
+        .iter()
+        .filter(|s| matches!(s.action, Action::Delete | Action::Rewrite))
+        .map(|s| Checked {
+            table: s.table.clone(),
+            erase_columns: Vec::new(),
+        })
+        .collect();
+    for t in check(ws, gov, subject, cases, &tables, Snapshots::Current).await? {
+        let current = t.current().cloned().unwrap_or_default();
+        if let Some(s) = steps.iter_mut().find(|s| s.table == t.table) {
+            s.checked_rows = Some(current.rows);
+        }
+        for c in cases.iter_mut() {
+            let n = current.by_request.get(&c.request).copied().unwrap_or(0);
+            if n > 0 || c.rows.contains_key(&t.table) {
+                c.checked_rows.insert(t.table.clone(), n);
             }
         }
     }
@@ -818,6 +970,7 @@ pub(super) async fn plan_erasure(
         min_age_seconds: min_age.num_seconds(),
         stores: store_plan.steps,
         deadline: Some(due.to_string()),
+        logical: None,
         finished_at: None,
     };
     if opts.dry_run {

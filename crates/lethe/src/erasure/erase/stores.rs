@@ -730,3 +730,12 @@ pub async fn verify_pending(
 pub fn all_settled(journal: &Journal) -> bool {
     journal.stores.iter().all(|s| s.state.settled())
 }
+
+/// MERGE-PLACEHOLDER: replaced by the stores branch's blind check.
+pub async fn blind_reason(
+    _ws: &Workspace,
+    _store: &str,
+    _cases: &[CaseFile],
+) -> Result<Option<String>> {
+    Ok(None)
+}

@@ -24,9 +24,9 @@
 //! (`gc.enabled=false`, `history.expire.min-snapshots-to-keep > 1`, branches or tags); an
 //! erasure refuses to start while any table is blocked. Steps are ordered sources first.
 //!
-//! [`plan`] is pure (no I/O) so it can be benchmarked on generated inventories;
-//! [`resolve_values`] reads the tables to resolve each step's values before anything is
-//! deleted.
+//! [`plan`] is pure (no I/O) so it can be benchmarked on generated inventories; the
+//! erasure's preparation ([`crate::erasure::erase::prepare`]) reads the tables to resolve
+//! each step's values before anything is deleted.
 //!
 //! The planner's stages, each in its own file: the catalog as the planner sees it
 //! (`inventory.rs`), the seed columns (`seeds.rs`), the lineage walk and one step per reached
@@ -47,7 +47,7 @@ use lethe_lineage::{LineageGraph, Window, walk};
 use serde::{Deserialize, Serialize};
 
 pub use inventory::{Inventory, TableInfo, load_lineage, parse_id, unaccounted};
-pub use values::{first_seen, first_seen_in, resolve_values};
+pub use values::first_seen_in;
 
 use crate::error::Result;
 use crate::governance::Governance;
@@ -94,6 +94,12 @@ pub struct Step {
     pub label: Option<String>,
     /// The values, once resolved (ID values; other identifiers are counted, not shown).
     pub values: Vec<String>,
+    /// Every other column that addresses the subject in this table (DELETE, REWRITE): a
+    /// mapped or derived identifier, a lineage copy of one, the key of rows the subject owns.
+    /// The step's rows are those `column` or any of these selects (OR-ed), each by its own
+    /// label's values, so a row whose `column` is null is still found by another.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub also: Vec<Selector>,
     /// REWRITE: the columns set to null.
     pub erase_columns: Vec<String>,
     /// How the table came into the plan: the lineage edge, or the declaration.
@@ -111,6 +117,39 @@ pub struct Step {
     /// pure planner): the step is HELD, its action waits until the hold ends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held: Option<Held>,
+}
+
+/// A further column that selects a step's rows ([`Step::also`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Selector {
+    /// The column.
+    pub column: String,
+    /// The value set it holds (as [`Step::label`]).
+    pub label: String,
+    /// How it came to address the subject: the lineage edge, or the declaration.
+    pub via: String,
+    /// The evidence file of the lineage edge, when there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<String>,
+    /// The values, once resolved (as [`Step::values`]).
+    #[serde(default)]
+    pub values: Vec<String>,
+}
+
+impl Step {
+    /// Every (column, label) that selects the step's rows: `column` first, then `also`.
+    pub fn selectors(&self) -> Vec<(&str, &str)> {
+        let mut out = Vec::with_capacity(1 + self.also.len());
+        if let (Some(c), Some(l)) = (&self.column, &self.label) {
+            out.push((c.as_str(), l.as_str()));
+        }
+        out.extend(
+            self.also
+                .iter()
+                .map(|a| (a.column.as_str(), a.label.as_str())),
+        );
+        out
+    }
 }
 
 /// A legal hold on a step (`governance/holds.toml`), as the evidence states it.
@@ -176,7 +215,8 @@ pub struct Plan {
     pub dot: String,
 }
 
-/// Plans one subject's erasure. Pure: values are resolved later by [`resolve_values`].
+/// Plans one subject's erasure. Pure: values are resolved later by
+/// [`crate::erasure::erase::prepare`].
 pub fn plan(
     inv: &Inventory,
     gov: &Governance,
@@ -263,22 +303,28 @@ impl Plan {
         values: &BTreeMap<String, Vec<Value>>,
         mapped: &BTreeSet<String>,
     ) {
+        let shown = |l: &str| -> Vec<String> {
+            let v = values.get(l).cloned().unwrap_or_default();
+            if mapped.contains(l) {
+                vec![format!(
+                    "({} value(s) of {l}, resolved through the mapping table)",
+                    v.len()
+                )]
+            } else {
+                v.iter()
+                    .map(|x| match x {
+                        Value::Str(s) => s.clone(),
+                        other => other.to_string(),
+                    })
+                    .collect()
+            }
+        };
         for s in &mut self.steps {
             if let Some(l) = &s.label {
-                let v = values.get(l).cloned().unwrap_or_default();
-                s.values = if mapped.contains(l) {
-                    vec![format!(
-                        "({} value(s) of {l}, resolved through the mapping table)",
-                        v.len()
-                    )]
-                } else {
-                    v.iter()
-                        .map(|x| match x {
-                            Value::Str(s) => s.clone(),
-                            other => other.to_string(),
-                        })
-                        .collect()
-                };
+                s.values = shown(l);
+            }
+            for a in &mut s.also {
+                a.values = shown(&a.label);
             }
         }
     }

@@ -20,8 +20,8 @@ use crate::governance::subjects::{Subject, split_column};
 pub(super) struct Seeded {
     /// The walk's seeds.
     pub seeds: Vec<Seed>,
-    /// Per table, its first declared column: (column, label, why).
-    pub declared: BTreeMap<String, (String, String, String)>,
+    /// Per table, its declared columns in catalog order: (column, label, why).
+    pub declared: BTreeMap<String, Vec<(String, String, String)>>,
     /// Why each seeded (table, column) is in the plan, in words.
     pub seed_via: BTreeMap<(String, String), String>,
 }
@@ -96,7 +96,7 @@ pub(super) fn seed(
                 format!(
                     "column `{col}` derived from {} as `{}` (metadata.toml)",
                     d.from,
-                    d.pattern.render()
+                    d.how()
                 )
             } else {
                 format!("column `{col}` classified as identifying {subject_name} (metadata.toml)")
@@ -105,7 +105,8 @@ pub(super) fn seed(
                 .insert((table.clone(), col.clone()), via.clone());
             out.declared
                 .entry(table.clone())
-                .or_insert((col.clone(), label, via));
+                .or_default()
+                .push((col.clone(), label, via));
         }
     }
     for m in &subject.mapped {

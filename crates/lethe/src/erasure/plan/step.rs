@@ -8,7 +8,7 @@ use lethe_lineage::{
 };
 
 use super::seeds::Seeded;
-use super::{Action, Inventory, Step};
+use super::{Action, Inventory, Selector, Step};
 use crate::governance::Governance;
 use crate::governance::subjects::Subject;
 
@@ -35,7 +35,7 @@ fn evidence_of(e: &ColumnEdge<'_>) -> Option<String> {
     e.intervals().next().map(|i| i.evidence.to_string())
 }
 
-/// The column chosen to select a table's rows: rank, column, label, how, evidence.
+/// A column that selects a table's rows: rank, column, label, how, evidence.
 struct Selecting {
     rank: u8,
     column: String,
@@ -90,6 +90,7 @@ impl Planner<'_> {
             column: None,
             label: None,
             values: Vec::new(),
+            also: Vec::new(),
             erase_columns: Vec::new(),
             via: String::new(),
             evidence: None,
@@ -103,7 +104,7 @@ impl Planner<'_> {
                 .unwrap_or_default(),
             held: None,
         };
-        let best = self.selecting_column(name, reached);
+        let best = self.selecting_columns(name, reached);
         let unresolved: Vec<String> = reached
             .map(|r| r.unresolved().map(|u| u.to_string()).collect())
             .unwrap_or_default();
@@ -130,10 +131,10 @@ impl Planner<'_> {
             step.action = Action::Rewrite;
             step.erase_columns = ex.erase_columns.clone();
             step.reason = Some(format!("{} (decided by {})", ex.reason, ex.decided_by));
-            match best {
-                Some(b) => select_by(&mut step, b),
-                None => step.via = "legal exception (retention.toml)".into(),
+            if best.is_empty() {
+                step.via = "legal exception (retention.toml)".into();
             }
+            select_by(&mut step, best);
         } else if let Some(j) = self.subject.no_action.get(name) {
             step.action = Action::NoAction;
             step.reason = Some(j.clone());
@@ -141,9 +142,9 @@ impl Planner<'_> {
         } else if !unresolved.is_empty() {
             step.reason = Some(unresolved.join("; "));
             step.via = shaped.unwrap_or_default();
-        } else if let Some(b) = best {
+        } else if !best.is_empty() {
             step.action = Action::Delete;
-            select_by(&mut step, b);
+            select_by(&mut step, best);
         } else if let Some(shaped) = shaped {
             step.via = shaped;
             step.evidence = shaped_edge.as_ref().and_then(evidence_of);
@@ -155,29 +156,36 @@ impl Planner<'_> {
         Some(step)
     }
 
-    /// The column that selects the subject's rows, preferring the root identifier, then
-    /// mapped identifiers, then keys of owned rows; an identity edge over a declaration when
-    /// lineage produces the table.
-    fn selecting_column(
+    /// Every column that selects the subject's rows, best first: the root identifier, then
+    /// mapped identifiers, then keys of owned rows (an identity edge over a declaration when
+    /// lineage produces the table), each (column, label) once. The table's own row key is left
+    /// out: its values are read from the rows the others select.
+    fn selecting_columns(
         &self,
         name: &str,
         reached: Option<&ReachedDataset<'_>>,
-    ) -> Option<Selecting> {
+    ) -> Vec<Selecting> {
         let Some(r) = reached else {
             return self
                 .seeded
                 .declared
                 .get(name)
+                .into_iter()
+                .flatten()
                 .map(|(col, label, via)| Selecting {
                     rank: 0,
                     column: col.clone(),
                     label: label.clone(),
                     via: via.clone(),
                     evidence: None,
-                });
+                })
+                .collect();
         };
-        let mut best: Option<Selecting> = None;
+        let mut all: Vec<Selecting> = Vec::new();
         for l in r.labels() {
+            if matches!(l.via, Via::Key) && l.label == format!("{name}.{}", l.field) {
+                continue;
+            }
             let rank = if l.label == self.root_column {
                 0
             } else if self.subject.mapped.iter().any(|m| m.column == l.label) {
@@ -194,7 +202,6 @@ impl Planner<'_> {
                         self.seeded
                             .seed_via
                             .get(&(name.to_string(), l.field.to_string()))
-                            .or_else(|| self.seeded.declared.get(name).map(|d| &d.2))
                             .cloned()
                             .unwrap_or_else(|| {
                                 format!("mapped identifier `{}` (subjects.toml)", l.field)
@@ -213,17 +220,31 @@ impl Planner<'_> {
                 ),
             };
             let key = rank * 3 + sub;
-            if best.as_ref().is_none_or(|b| key < b.rank) {
-                best = Some(Selecting {
+            match all
+                .iter_mut()
+                .find(|s| s.column == l.field && s.label == l.label)
+            {
+                Some(s) if key < s.rank => {
+                    *s = Selecting {
+                        rank: key,
+                        column: l.field.to_string(),
+                        label: l.label.to_string(),
+                        via,
+                        evidence,
+                    };
+                }
+                Some(_) => {}
+                None => all.push(Selecting {
                     rank: key,
                     column: l.field.to_string(),
                     label: l.label.to_string(),
                     via,
                     evidence,
-                });
+                }),
             }
         }
-        best
+        all.sort_by(|a, b| (a.rank, &a.column, &a.label).cmp(&(b.rank, &b.column, &b.label)));
+        all
     }
 
     /// An IDENTITY edge from another dataset into `name.field`, if lineage has one.
@@ -303,17 +324,30 @@ impl Planner<'_> {
         step.action = Action::Unresolved;
         step.column = None;
         step.label = None;
+        step.also.clear();
         step.erase_columns.clear();
         step.pipeline = None;
     }
 }
 
-/// Sets a step's selecting column, label, how it came in and the evidence.
-fn select_by(step: &mut Step, b: Selecting) {
+/// Sets a step's selecting columns (the first as its `column`, the rest as `also`), how the
+/// first came in and its evidence.
+fn select_by(step: &mut Step, selecting: Vec<Selecting>) {
+    let mut it = selecting.into_iter();
+    let Some(b) = it.next() else { return };
     step.column = Some(b.column);
     step.label = Some(b.label);
     step.via = b.via;
     step.evidence = b.evidence;
+    step.also = it
+        .map(|s| Selector {
+            column: s.column,
+            label: s.label,
+            via: s.via,
+            evidence: s.evidence,
+            values: Vec::new(),
+        })
+        .collect();
 }
 
 /// A dataset's depth: one more than the deepest dataset an edge brought it from (0 for a

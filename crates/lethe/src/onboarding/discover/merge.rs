@@ -92,11 +92,17 @@ pub fn render_entry(e: &ColumnEntry) -> String {
                 parts.push(format!("identifies = {}", quote(s)));
             }
             if let Some(d) = &m.derived {
-                parts.push(format!(
-                    "derived = {{ from = {}, pattern = {} }}",
-                    quote(&d.from),
-                    quote(&d.pattern)
-                ));
+                let mut inner = vec![format!("from = {}", quote(&d.from))];
+                if d.pattern != crate::governance::identifiers::ID || d.transform.is_none() {
+                    inner.push(format!("pattern = {}", quote(&d.pattern)));
+                }
+                if let Some(t) = &d.transform {
+                    inner.push(format!("transform = {}", quote(t)));
+                }
+                if let Some(k) = &d.key_env {
+                    inner.push(format!("key_env = {}", quote(k)));
+                }
+                parts.push(format!("derived = {{ {} }}", inner.join(", ")));
             }
             if let Some(n) = &m.note {
                 parts.push(format!("note = {}", quote(n)));
@@ -322,6 +328,8 @@ mod tests {
                     derived: Some(Derived {
                         from: "customer_id".into(),
                         pattern: "a-{id}#*".into(),
+                        transform: None,
+                        key_env: None,
                     }),
                     note: None,
                 }),

@@ -673,6 +673,8 @@ fn propose(
                 Some(Derived {
                     from: l.root.column.clone(),
                     pattern: p.render(),
+                    transform: None,
+                    key_env: None,
                 }),
                 format!(
                     "values embed {} as `{}` ({} of {} sampled)",
@@ -747,7 +749,7 @@ pub fn mirrored(meta: Option<&TableMeta>, columns: &[String]) -> BTreeMap<String
         if let Some(d) = e.derived() {
             out.insert(
                 format!("{PII_PREFIX}{col}.derived"),
-                format!("{} {}", d.from, d.pattern),
+                format!("{} {}", d.from, d.describe()),
             );
         }
     }

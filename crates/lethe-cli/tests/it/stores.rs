@@ -340,7 +340,8 @@ async fn lethe_demo_email(uri: &str) -> String {
 }
 
 /// Done when 2: a nightly reload from an application database nobody erased (restored from a
-/// backup) brings the learner back; `register check` finds it, `register replay` removes it.
+/// backup) brings the learner back; `register check` finds it, `register replay` removes it
+/// and, finding nothing again afterwards, says repaired (exit 0).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_restored_application_database_brings_the_learner_back_and_replay_removes_it() {
     let demo = Demo::with_stores(AppDb::Sqlite).await;
@@ -386,10 +387,20 @@ async fn a_restored_application_database_brings_the_learner_back_and_replay_remo
         text.contains("\"app_db\"") && text.contains("\"support_search\""),
         "{text}"
     );
+    // Repaired (exit 0) only because the check after the deletes finds nothing again.
     let r: Value = serde_json::from_str(
-        &demo.lethe_ok(&["register", "replay", "--min-age", "0", "--json"], 1),
+        &demo.lethe_ok(&["register", "replay", "--min-age", "0", "--json"], 0),
     )
     .unwrap();
+    assert_eq!(r["repaired"], true, "{r:#}");
+    for f in r["stores"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(r["tables"].as_array().unwrap())
+    {
+        assert_eq!(f["found_again"], 0, "{r:#}");
+    }
     let stores: BTreeMap<String, u64> = r["stores"]
         .as_array()
         .unwrap()

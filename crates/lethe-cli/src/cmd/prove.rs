@@ -101,8 +101,11 @@ pub enum RegisterCommand {
     /// After a restore (or a reload from a source nobody erased): delete again every erased
     /// subject the register names, from every table and registered store whose identifier
     /// hashes to a register entry, then clean up the tables changed (expiry, manifest rewrite,
-    /// sweep). The control backups' residual entries name. Reports counts and request IDs;
-    /// exit 1 when something was found (an incident, now repaired unless --dry-run).
+    /// sweep), and find again in what it touched. The control backups' residual entries name.
+    /// Reports counts and request IDs, and per table and store how many were found again
+    /// after the deletes; an incident is repaired only when that finds nothing. Exit 0 when
+    /// nothing of an erased subject is left, 1 when anything is still found (always, for a
+    /// --dry-run that finds something).
     Replay {
         /// Report what would be deleted; change nothing.
         #[arg(long)]
@@ -377,21 +380,29 @@ pub async fn register(c: RegisterCommand, config: Option<&Path>) -> anyhow::Resu
                     println!("no table or store holds an erased subject: nothing to replay");
                 }
                 let verb = if dry_run { "would delete" } else { "deleted" };
-                for i in &r.tables {
+                let again = |n: Option<u64>| match n {
+                    None => String::new(),
+                    Some(0) => "; found again afterwards: 0".to_string(),
+                    Some(n) => format!("; STILL FOUND afterwards: {n}"),
+                };
+                for t in &r.tables {
+                    let i = &t.incident;
                     println!(
-                        "{}.{}: {verb} {} row(s) of erased subjects (requests {})",
+                        "{}.{}: {verb} {} row(s) of erased subjects (requests {}){}",
                         i.table,
                         i.column,
                         i.rows,
-                        i.requests.join(", ")
+                        i.requests.join(", "),
+                        again(t.found_again)
                     );
                 }
                 for s in &r.stores {
                     println!(
-                        "store {}: {verb} {} record(s) of erased subjects (requests {})",
+                        "store {}: {verb} {} record(s) of erased subjects (requests {}){}",
                         s.store,
                         s.records,
-                        s.requests.join(", ")
+                        s.requests.join(", "),
+                        again(s.found_again)
                     );
                 }
                 for (s, why) in &r.not_replayable {
@@ -400,8 +411,18 @@ pub async fn register(c: RegisterCommand, config: Option<&Path>) -> anyhow::Resu
                 if !r.cleaned_up.is_empty() {
                     println!("cleaned up: {}", r.cleaned_up.join(", "));
                 }
+                if r.repaired {
+                    println!(
+                        "repaired: the check after the replay finds nothing of an erased subject"
+                    );
+                } else if !dry_run && !r.found_nothing() {
+                    println!(
+                        "NOT REPAIRED: the check after the replay still finds {} row(s) or record(s) of erased subjects",
+                        r.still_found()
+                    );
+                }
             }
-            Ok(if r.found_nothing() {
+            Ok(if r.clean() {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::from(1)

@@ -183,7 +183,7 @@ fn store_state(s: &StoreStep) -> String {
             s.rebuilt_from.clone().unwrap_or_default(),
             s.schedule.clone().unwrap_or_default()
         ),
-        StoreState::Failed | StoreState::Reopened => {
+        StoreState::Failed | StoreState::Reopened | StoreState::Blind => {
             format!("{}: {}", s.state, s.error.clone().unwrap_or_default())
         }
         other => other.to_string(),

@@ -268,6 +268,16 @@ pub(crate) async fn find(
     ws: &crate::workspace::Workspace,
     key: &RegisterKey,
 ) -> Result<Vec<Found>> {
+    find_in(ws, key, None).await
+}
+
+/// [`find`] in the tables named by `only` (every table when `None`): `lethe register replay`
+/// checks again the tables it changed.
+pub(crate) async fn find_in(
+    ws: &crate::workspace::Workspace,
+    key: &RegisterKey,
+    only: Option<&BTreeSet<String>>,
+) -> Result<Vec<Found>> {
     let register = Register::in_state(&ws.config.paths.state);
     let entries = register.entries()?;
     let gov = ws.governance()?;
@@ -276,7 +286,9 @@ pub(crate) async fn find(
     let mut out = Vec::new();
     for name in wh.tables().await? {
         let tname = name.to_string();
-        if gov.retention.value.erasure.exceptions.contains_key(&tname) {
+        if gov.retention.value.erasure.exceptions.contains_key(&tname)
+            || only.is_some_and(|o| !o.contains(&tname))
+        {
             continue;
         }
         let t = wh.load(&name).await?;

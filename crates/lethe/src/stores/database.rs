@@ -3,9 +3,9 @@
 //! Delete: per configured table, `DELETE` the rows whose reference column holds the subject, or
 //! tombstone them (the reference set to NULL or a tombstone value, `erase_columns` set to
 //! NULL) for records a law keeps — children before parents by the database's own foreign keys,
-//! all in one transaction, values bound as typed parameters. Probe: the rows of every
-//! configured table whose reference column still holds the subject (a tombstoned row no longer
-//! does). Seed (the drill): one row per configured table, parents first, copied from the
+//! all in one transaction, values bound as typed parameters in the type the column holds. Probe:
+//! the rows of every configured table whose reference column still holds the subject (a
+//! tombstoned row no longer does); sight: the same rows read by the column's text form. Seed (the drill): one row per configured table, parents first, copied from the
 //! table's first row with the reference set to the synthetic subject, a single-column primary
 //! key set to the synthetic key and text columns to synthetic text; unseed deletes those rows
 //! by their key (a tombstoned one is still there after the erasure).
@@ -163,6 +163,14 @@ impl Store for DatabaseStore {
             .counts(&self.name, &self.columns(), &all_values(subjects))
             .await?;
         Ok(per_subject(subjects, &counts))
+    }
+
+    async fn sight(&self, subjects: &[StoreSubject]) -> Result<Option<Vec<u64>>> {
+        let counts = self
+            .target
+            .text_counts(&self.name, &self.columns(), &all_values(subjects))
+            .await?;
+        Ok(Some(per_subject(subjects, &counts)))
     }
 
     async fn subject_values(&self) -> Result<Option<Vec<String>>> {

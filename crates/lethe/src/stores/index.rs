@@ -6,6 +6,9 @@
 //! first. So after a delete the store is *pending rebuild*: lethe reads when the job last ran
 //! (`max(built_at)` of the `builds_table` the job appends to), and only a probe after a rebuild
 //! that ran after the delete verifies it. A hit then means the source still holds the subject.
+//! The subject field is compared in the type it holds: an FTS5 column has no type and holds
+//! the IDs as they were written (integers or text), so both forms are matched; `sight` reads
+//! the same documents by the field's text form, for the erasure's blind check.
 //! Seed (the drill): one document copied from the index's first, with the subject field set to
 //! the synthetic subject and its text to synthetic text; the erasure deletes it.
 
@@ -107,6 +110,18 @@ impl Store for IndexStore {
             )
             .await?;
         Ok(Self::per_subject(subjects, &counts[0]))
+    }
+
+    async fn sight(&self, subjects: &[StoreSubject]) -> Result<Option<Vec<u64>>> {
+        let counts = self
+            .target
+            .text_counts(
+                &self.name,
+                &[(self.table.clone(), self.field.clone())],
+                &Self::values(subjects),
+            )
+            .await?;
+        Ok(Some(Self::per_subject(subjects, &counts[0])))
     }
 
     async fn last_rebuild(&self) -> Result<Option<DateTime<Utc>>> {

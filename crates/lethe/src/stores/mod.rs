@@ -12,6 +12,9 @@
 //! - `delete(subjects) -> Deleted { action, mechanism, records }`: remove (or tombstone) every
 //!   record of the given subjects, batched where the store's API allows; `records` per subject;
 //! - `probe(subjects) -> residual count` per subject: what the store still holds;
+//! - `sight(subjects)`: the same count by another path (the field read as text), where the
+//!   store has one — the erasure's blind check compares it with the probe before the first
+//!   delete, so a probe that can't see the subject is never taken for a clean store;
 //! - `last_rebuild()`: for a store rebuilt from a source (`rebuilt_from`), when its last
 //!   rebuild ran — a delete there is undone by the next rebuild unless the source went first,
 //!   so the store only counts as verified once a rebuild after the delete was probed clean.
@@ -154,6 +157,17 @@ pub trait Store: Send + Sync {
 
     /// How many records of each subject the store still holds.
     async fn probe(&self, subjects: &[StoreSubject]) -> Result<Vec<u64>>;
+
+    /// How many records of each subject the store holds, read by a path other than
+    /// [`Store::probe`]'s: the subject field compared by its text form with the value's text
+    /// (`CAST(field AS TEXT)` in SQLite, `field::text` in PostgreSQL), no typed parameter.
+    /// `None` (the default) when the store has no such second path. Before a store's first
+    /// delete, the erasure compares the two: a probe that finds nothing where this finds
+    /// records is blind (`crate::erasure::erase::stores`).
+    async fn sight(&self, subjects: &[StoreSubject]) -> Result<Option<Vec<u64>>> {
+        let _ = subjects;
+        Ok(None)
+    }
 
     /// When the store's last rebuild ran (stores rebuilt from a source); `None` when it never
     /// ran or the store isn't rebuilt.

@@ -2,9 +2,19 @@
 //! (`tokio-postgres`) and SQLite (`rusqlite`): typed parameters only, identifiers quoted,
 //! every change in one transaction.
 //!
-//! Values arrive as text (the case file keeps IDs as text); each is bound as the column's type:
-//! integer columns take `bigint` parameters, text columns `text`, anything else is compared as
-//! text (`column::text = ANY($1)`).
+//! Values arrive as text (the case file keeps IDs as text) and are bound in the type the store
+//! actually holds, so that a probe sees what is there:
+//! - PostgreSQL: as the column's type — integer columns take `bigint` parameters, text columns
+//!   `text`, numeric columns `numeric`, anything else is compared as text
+//!   (`column::text = ANY($1)`);
+//! - SQLite: whatever the declared type (a column's type is only an affinity there: an FTS5
+//!   column has none and holds integers and text side by side), a value is bound as text and,
+//!   when it is an integer, as an integer too, narrowed to the rows whose value reads as the
+//!   value ([`lite_match`]).
+//!
+//! Counts are keyed by the value asked, so they add up per subject. [`Target::text_counts`]
+//! reads the same rows by the column's text form alone, with no typed parameter: the second
+//! path the blind check compares a probe with (`crate::erasure::erase::stores`).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -147,11 +157,16 @@ async fn pg_connect(store: &str, url: &SecretString) -> Result<tokio_postgres::C
     Ok(client)
 }
 
-/// How a PostgreSQL column is compared with text values.
+/// How a PostgreSQL column is compared with the values (which arrive as text).
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum PgType {
+    /// smallint, integer, bigint: compared with `bigint` parameters.
     Int,
+    /// text, varchar, char: compared with `text` parameters.
     Text,
+    /// numeric (decimal): compared with `numeric` parameters, so that `1113` finds `1113.00`.
+    Numeric,
+    /// Anything else: compared as text (`column::text`).
     Other,
 }
 
@@ -178,24 +193,53 @@ async fn pg_type(
     Ok(match t.as_str() {
         "smallint" | "integer" | "bigint" => PgType::Int,
         "text" | "character varying" | "character" => PgType::Text,
+        "numeric" => PgType::Numeric,
         _ => PgType::Other,
     })
 }
 
-/// The WHERE clause comparing `column` with parameter `$n`, and the typed parameter.
+/// `v` as an integer when `v` is that integer's own text form (`1113`; not `01113`, `+1113`
+/// or `1113.0`): only then are the integer and the text the same value, counted under the same
+/// key.
+fn canonical_int(v: &str) -> Option<i64> {
+    v.parse::<i64>().ok().filter(|i| i.to_string() == v)
+}
+
+/// True when `v` is a plain decimal number (`-12`, `12.50`): what a `numeric` parameter takes.
+fn decimal(v: &str) -> bool {
+    let d = v.strip_prefix('-').unwrap_or(v);
+    let (int, frac) = match d.split_once('.') {
+        Some((i, f)) if !f.is_empty() => (i, f),
+        Some(_) => return false,
+        None => (d, ""),
+    };
+    !int.is_empty()
+        && int.bytes().all(|b| b.is_ascii_digit())
+        && frac.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// The WHERE clause comparing `column` with parameter `$n`, and the parameter, bound as the
+/// column's type: `bigint` for integer columns (only values that are integers' own text forms:
+/// no other text equals an integer's), `text` for text columns, `numeric` for numeric ones
+/// (only decimal values), the column's text form (`::text`) for anything else.
 fn pg_match(
-    store: &str,
     ty: PgType,
     column: &str,
     n: usize,
     values: &[String],
-) -> Result<(String, Box<dyn tokio_postgres::types::ToSql + Sync + Send>)> {
+) -> (String, Box<dyn tokio_postgres::types::ToSql + Sync + Send>) {
     let c = quote(column);
-    Ok(match ty {
+    match ty {
         PgType::Int => {
-            let ints: Vec<i64> = values.iter().filter_map(|v| v.parse().ok()).collect();
-            let _ = store;
+            let ints: Vec<i64> = values.iter().filter_map(|v| canonical_int(v)).collect();
             (format!("{c} = ANY(${n}::bigint[])"), Box::new(ints))
+        }
+        PgType::Numeric => {
+            let nums: Vec<String> = values.iter().filter(|v| decimal(v)).cloned().collect();
+            (
+                format!("{c} = ANY(${n}::text[]::numeric[])"),
+                Box::new(nums),
+            )
         }
         PgType::Text => (
             format!("{c} = ANY(${n}::text[])"),
@@ -205,9 +249,13 @@ fn pg_match(
             format!("{c}::text = ANY(${n}::text[])"),
             Box::new(values.to_vec()),
         ),
-    })
+    }
 }
 
+/// Rows per value of `values` in `table.column`, compared as the column's type
+/// ([`pg_match`]). The counts are keyed by the value asked: the column's text form for
+/// integer, text and other columns (equal to the value they matched), the value itself for a
+/// numeric column (whose text form may differ: `1113.00`).
 async fn pg_counts(
     store: &str,
     c: &impl tokio_postgres::GenericClient,
@@ -216,12 +264,21 @@ async fn pg_counts(
     values: &[String],
 ) -> Result<Counts> {
     let ty = pg_type(store, c, table, column).await?;
-    let (cond, p) = pg_match(store, ty, column, 1, values)?;
-    let sql = format!(
-        "SELECT {}::text, count(*) FROM {} WHERE {cond} GROUP BY 1",
-        quote(column),
-        quote(table)
-    );
+    let (cond, p) = pg_match(ty, column, 1, values);
+    let sql = match ty {
+        PgType::Numeric => format!(
+            "SELECT lethe_keys.lethe_key, count(*) FROM {t} \
+             JOIN unnest($1::text[]) AS lethe_keys(lethe_key) ON {c} = lethe_keys.lethe_key::numeric \
+             GROUP BY 1",
+            c = quote(column),
+            t = quote(table)
+        ),
+        _ => format!(
+            "SELECT {}::text, count(*) FROM {} WHERE {cond} GROUP BY 1",
+            quote(column),
+            quote(table)
+        ),
+    };
     let rows = c
         .query(
             &sql,
@@ -229,6 +286,30 @@ async fn pg_counts(
         )
         .await
         .map_err(|e| pg_err(store, &format!("counting in `{table}`"), e))?;
+    Ok(rows
+        .iter()
+        .map(|r| (r.get::<_, String>(0), r.get::<_, i64>(1) as u64))
+        .collect())
+}
+
+/// Rows per value in `table.column` read by the column's text form alone
+/// (`column::text = ANY($1::text[])`): no typed parameter, the second path of the blind check.
+async fn pg_text_counts(
+    store: &str,
+    c: &impl tokio_postgres::GenericClient,
+    table: &str,
+    column: &str,
+    values: &[String],
+) -> Result<Counts> {
+    let sql = format!(
+        "SELECT {c}::text, count(*) FROM {t} WHERE {c}::text = ANY($1::text[]) GROUP BY 1",
+        c = quote(column),
+        t = quote(table)
+    );
+    let rows = c
+        .query(&sql, &[&values])
+        .await
+        .map_err(|e| pg_err(store, &format!("reading `{table}` by text"), e))?;
     Ok(rows
         .iter()
         .map(|r| (r.get::<_, String>(0), r.get::<_, i64>(1) as u64))
@@ -256,36 +337,67 @@ fn toml_to_lite(v: &toml::Value) -> rusqlite::types::Value {
     }
 }
 
-/// SQLite's comparison values for a column: integers where the column's declared type is an
-/// integer, text otherwise.
-fn lite_values(
-    store: &str,
-    c: &rusqlite::Connection,
-    table: &str,
-    column: &str,
-    values: &[String],
-) -> Result<Vec<rusqlite::types::Value>> {
+/// Checks that SQLite's `table` has `column`: an error names both.
+fn lite_column(store: &str, c: &rusqlite::Connection, table: &str, column: &str) -> Result<()> {
     let mut stmt = c
         .prepare(&format!("PRAGMA table_info({})", quote(table)))
         .map_err(|e| lite_err(store, "reading the schema", e))?;
-    let mut ty: Option<String> = None;
     let rows = stmt
-        .query_map([], |r| Ok((r.get::<_, String>(1)?, r.get::<_, String>(2)?)))
+        .query_map([], |r| r.get::<_, String>(1))
         .map_err(|e| lite_err(store, "reading the schema", e))?;
     for r in rows {
-        let (name, t) = r.map_err(|e| lite_err(store, "reading the schema", e))?;
-        if name == column {
-            ty = Some(t.to_ascii_uppercase());
+        if r.map_err(|e| lite_err(store, "reading the schema", e))? == column {
+            return Ok(());
         }
     }
-    let ty = ty.ok_or_else(|| error(store, format!("no column `{column}` in table `{table}`")))?;
-    Ok(values
-        .iter()
-        .map(|v| match (ty.contains("INT"), v.parse::<i64>()) {
-            (true, Ok(i)) => rusqlite::types::Value::Integer(i),
-            _ => rusqlite::types::Value::Text(v.clone()),
-        })
-        .collect())
+    Err(error(
+        store,
+        format!("no column `{column}` in table `{table}`"),
+    ))
+}
+
+/// A row's value of `column` as the value it is compared with: its text form
+/// (`CAST(column AS TEXT)`), except that a REAL holding an integer reads as that integer
+/// (`1113`, not `1113.0`: what a REAL column makes of an integer ID written to it).
+fn lite_key(column: &str) -> String {
+    let c = quote(column);
+    format!(
+        "(CASE WHEN typeof({c}) = 'real' AND {c} = CAST({c} AS INTEGER) \
+         THEN CAST(CAST({c} AS INTEGER) AS TEXT) ELSE CAST({c} AS TEXT) END)"
+    )
+}
+
+/// SQLite's comparison of `column` with `values`, from parameter `?from` on, and its
+/// parameters.
+///
+/// SQLite keeps a type per value, not per column: a column with no declared type (every FTS5
+/// column) or BLOB affinity holds integers and text side by side as they were written, and a
+/// column's declared type says little about what it holds. So whatever the declared type, each
+/// value is bound as text and, when it is an integer's own text form, as an integer too —
+/// `column IN (texts, integers)` (which can use an index on the column) — narrowed by
+/// [`lite_key`]`(column) IN (texts)`, so that exactly the rows whose value reads as one of
+/// `values` match: what the counts are keyed by, so that they add up per value.
+fn lite_match(
+    column: &str,
+    values: &[String],
+    from: usize,
+) -> (String, Vec<rusqlite::types::Value>) {
+    use rusqlite::types::Value as V;
+    let mut params: Vec<V> = values.iter().map(|v| V::Text(v.clone())).collect();
+    params.extend(
+        values
+            .iter()
+            .filter_map(|v| canonical_int(v))
+            .map(V::Integer),
+    );
+    let cond = format!(
+        "{} IN ({}) AND {} IN ({})",
+        quote(column),
+        placeholders(params.len(), from),
+        lite_key(column),
+        placeholders(values.len(), from)
+    );
+    (cond, params)
 }
 
 fn placeholders(n: usize, from: usize) -> String {
@@ -295,6 +407,11 @@ fn placeholders(n: usize, from: usize) -> String {
         .join(", ")
 }
 
+/// Values per SQLite statement: each is bound twice at most (text and integer), well under
+/// SQLite's limit on parameters.
+const LITE_CHUNK: usize = 10_000;
+
+/// Rows per value of `values` in `table.column` ([`lite_match`]), keyed by the value.
 fn lite_counts(
     store: &str,
     c: &rusqlite::Connection,
@@ -302,32 +419,69 @@ fn lite_counts(
     column: &str,
     values: &[String],
 ) -> Result<Counts> {
+    lite_column(store, c, table, column)?;
     let mut out = Counts::new();
-    if values.is_empty() {
-        return Ok(out);
-    }
-    let params = lite_values(store, c, table, column, values)?;
-    for chunk in params.chunks(10_000) {
+    for chunk in values.chunks(LITE_CHUNK) {
+        let (cond, params) = lite_match(column, chunk, 1);
         let sql = format!(
-            "SELECT CAST({c} AS TEXT), count(*) FROM {t} WHERE {c} IN ({p}) GROUP BY 1",
+            "SELECT {k}, count(*) FROM {t} WHERE {cond} GROUP BY 1",
+            k = lite_key(column),
+            t = quote(table),
+        );
+        lite_count_query(store, c, table, &sql, &params, &mut out)?;
+    }
+    Ok(out)
+}
+
+/// Rows per value in `table.column` read by the column's text form alone
+/// (`CAST(column AS TEXT) IN (values)`): no typed parameter, no affinity — the second path of
+/// the blind check.
+fn lite_text_counts(
+    store: &str,
+    c: &rusqlite::Connection,
+    table: &str,
+    column: &str,
+    values: &[String],
+) -> Result<Counts> {
+    lite_column(store, c, table, column)?;
+    let mut out = Counts::new();
+    for chunk in values.chunks(LITE_CHUNK) {
+        let params: Vec<rusqlite::types::Value> = chunk
+            .iter()
+            .map(|v| rusqlite::types::Value::Text(v.clone()))
+            .collect();
+        let sql = format!(
+            "SELECT CAST({c} AS TEXT), count(*) FROM {t} WHERE CAST({c} AS TEXT) IN ({p}) GROUP BY 1",
             c = quote(column),
             t = quote(table),
             p = placeholders(chunk.len(), 1)
         );
-        let mut stmt = c
-            .prepare(&sql)
-            .map_err(|e| lite_err(store, &format!("counting in `{table}`"), e))?;
-        let rows = stmt
-            .query_map(rusqlite::params_from_iter(chunk.iter()), |r| {
-                Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? as u64))
-            })
-            .map_err(|e| lite_err(store, &format!("counting in `{table}`"), e))?;
-        for r in rows {
-            let (v, n) = r.map_err(|e| lite_err(store, "counting", e))?;
-            *out.entry(v).or_default() += n;
-        }
+        lite_count_query(store, c, table, &sql, &params, &mut out)?;
     }
     Ok(out)
+}
+
+fn lite_count_query(
+    store: &str,
+    c: &rusqlite::Connection,
+    table: &str,
+    sql: &str,
+    params: &[rusqlite::types::Value],
+    out: &mut Counts,
+) -> Result<()> {
+    let mut stmt = c
+        .prepare(sql)
+        .map_err(|e| lite_err(store, &format!("counting in `{table}`"), e))?;
+    let rows = stmt
+        .query_map(rusqlite::params_from_iter(params.iter()), |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? as u64))
+        })
+        .map_err(|e| lite_err(store, &format!("counting in `{table}`"), e))?;
+    for r in rows {
+        let (v, n) = r.map_err(|e| lite_err(store, "counting", e))?;
+        *out.entry(v).or_default() += n;
+    }
+    Ok(())
 }
 
 fn lite_open(store: &str, path: &std::path::Path) -> Result<rusqlite::Connection> {
@@ -345,19 +499,49 @@ fn lite_open(store: &str, path: &std::path::Path) -> Result<rusqlite::Connection
 }
 
 impl Target {
-    /// Rows per value in each (table, column), in one read.
+    /// Rows per value in each (table, column), in one read, each value compared as the type
+    /// the column holds (see [`pg_match`] and [`lite_match`]): what a probe counts.
     pub(crate) async fn counts(
         &self,
         store: &str,
         columns: &[(String, String)],
         values: &[String],
     ) -> Result<Vec<Counts>> {
+        self.read_counts(store, columns, values, false).await
+    }
+
+    /// Rows per value in each (table, column), read by the column's text form alone
+    /// (`CAST(column AS TEXT)`, `column::text`) with no typed parameter: a second path to what
+    /// [`Target::counts`] reads, for the blind check.
+    pub(crate) async fn text_counts(
+        &self,
+        store: &str,
+        columns: &[(String, String)],
+        values: &[String],
+    ) -> Result<Vec<Counts>> {
+        self.read_counts(store, columns, values, true).await
+    }
+
+    async fn read_counts(
+        &self,
+        store: &str,
+        columns: &[(String, String)],
+        values: &[String],
+        by_text: bool,
+    ) -> Result<Vec<Counts>> {
+        if values.is_empty() {
+            return Ok(vec![Counts::new(); columns.len()]);
+        }
         match self {
             Target::Postgres(url) => {
                 let c = pg_connect(store, url).await?;
                 let mut out = Vec::new();
                 for (t, col) in columns {
-                    out.push(pg_counts(store, &c, t, col, values).await?);
+                    out.push(if by_text {
+                        pg_text_counts(store, &c, t, col, values).await?
+                    } else {
+                        pg_counts(store, &c, t, col, values).await?
+                    });
                 }
                 Ok(out)
             }
@@ -372,7 +556,13 @@ impl Target {
                     let c = lite_open(&store, &path)?;
                     columns
                         .iter()
-                        .map(|(t, col)| lite_counts(&store, &c, t, col, &values))
+                        .map(|(t, col)| {
+                            if by_text {
+                                lite_text_counts(&store, &c, t, col, &values)
+                            } else {
+                                lite_counts(&store, &c, t, col, &values)
+                            }
+                        })
                         .collect()
                 })
                 .await
@@ -400,7 +590,7 @@ impl Target {
                     let (t, col) = (ch.table(), ch.column());
                     out.push(pg_counts(store, &tx, t, col, values).await?);
                     let ty = pg_type(store, &tx, t, col).await?;
-                    let (cond, p) = pg_match(store, ty, col, 1, values)?;
+                    let (cond, p) = pg_match(ty, col, 1, values);
                     let (sql, params): (
                         String,
                         Vec<Box<dyn tokio_postgres::types::ToSql + Sync + Send>>,
@@ -452,28 +642,21 @@ impl Target {
                     for ch in &changes {
                         let (t, col) = (ch.table(), ch.column());
                         out.push(lite_counts(&store, &tx, t, col, &values)?);
-                        let params = lite_values(&store, &tx, t, col, &values)?;
-                        for chunk in params.chunks(10_000) {
-                            let (sql, mut p): (String, Vec<rusqlite::types::Value>) = match ch {
-                                Change::Delete { .. } => (
-                                    format!(
-                                        "DELETE FROM {} WHERE {} IN ({})",
-                                        quote(t),
-                                        quote(col),
-                                        placeholders(chunk.len(), 1)
-                                    ),
-                                    Vec::new(),
-                                ),
+                        for chunk in values.chunks(LITE_CHUNK) {
+                            let (cond, mut params) = lite_match(col, chunk, 1);
+                            let sql = match ch {
+                                Change::Delete { .. } => {
+                                    format!("DELETE FROM {} WHERE {cond}", quote(t))
+                                }
                                 Change::Tombstone { erase, value, .. } => {
                                     let mut sets = Vec::new();
-                                    let mut extra = Vec::new();
                                     match value {
                                         Some(v) => {
-                                            extra.push(toml_to_lite(v));
+                                            params.push(toml_to_lite(v));
                                             sets.push(format!(
                                                 "{} = ?{}",
                                                 quote(col),
-                                                chunk.len() + 1
+                                                params.len()
                                             ));
                                         }
                                         None => sets.push(format!("{} = NULL", quote(col))),
@@ -481,21 +664,14 @@ impl Target {
                                     for e in erase {
                                         sets.push(format!("{} = NULL", quote(e)));
                                     }
-                                    (
-                                        format!(
-                                            "UPDATE {} SET {} WHERE {} IN ({})",
-                                            quote(t),
-                                            sets.join(", "),
-                                            quote(col),
-                                            placeholders(chunk.len(), 1)
-                                        ),
-                                        extra,
+                                    format!(
+                                        "UPDATE {} SET {} WHERE {cond}",
+                                        quote(t),
+                                        sets.join(", ")
                                     )
                                 }
                             };
-                            let mut all = chunk.to_vec();
-                            all.append(&mut p);
-                            tx.execute(&sql, rusqlite::params_from_iter(all.iter()))
+                            tx.execute(&sql, rusqlite::params_from_iter(params.iter()))
                                 .map_err(|e| lite_err(&store, &format!("changing `{t}`"), e))?;
                         }
                     }
@@ -772,7 +948,7 @@ fn seed_values(
             match c.ty {
                 PgType::Int => SeedValue::Int(key),
                 PgType::Text => SeedValue::Text(format!("drill-{key}")),
-                PgType::Other => SeedValue::Copy,
+                PgType::Numeric | PgType::Other => SeedValue::Copy,
             }
         } else if c.foreign {
             SeedValue::Copy
@@ -992,7 +1168,7 @@ impl Target {
                     .map_err(|e| pg_err(store, "BEGIN", e))?;
                 for (t, col, v) in keys {
                     let ty = pg_type(store, &tx, t, col).await?;
-                    let (cond, p) = pg_match(store, ty, col, 1, std::slice::from_ref(v))?;
+                    let (cond, p) = pg_match(ty, col, 1, std::slice::from_ref(v));
                     n += tx
                         .execute(
                             &format!("DELETE FROM {} WHERE {cond}", quote(t)),
@@ -1013,10 +1189,11 @@ impl Target {
                     let tx = c.transaction().map_err(|e| lite_err(store, "BEGIN", e))?;
                     let mut n = 0u64;
                     for (t, col, v) in &keys {
-                        let p = lite_values(store, &tx, t, col, std::slice::from_ref(v))?;
+                        lite_column(store, &tx, t, col)?;
+                        let (cond, p) = lite_match(col, std::slice::from_ref(v), 1);
                         n += tx
                             .execute(
-                                &format!("DELETE FROM {} WHERE {} = ?1", quote(t), quote(col)),
+                                &format!("DELETE FROM {} WHERE {cond}", quote(t)),
                                 rusqlite::params_from_iter(p.iter()),
                             )
                             .map_err(|e| {
@@ -1143,6 +1320,77 @@ mod tests {
         assert!(pos("tickets") < pos("learners"));
         assert!(pos("replies") < pos("tickets"));
         assert_eq!(o.len(), 4);
+    }
+
+    #[test]
+    fn integers_are_bound_only_for_their_own_text_form() {
+        assert_eq!(canonical_int("1113"), Some(1113));
+        assert_eq!(canonical_int("-5"), Some(-5));
+        assert_eq!(canonical_int("0"), Some(0));
+        for v in [
+            "01113",
+            "+1113",
+            "1113.0",
+            " 1113",
+            "u-17",
+            "",
+            "99999999999999999999",
+        ] {
+            assert_eq!(canonical_int(v), None, "{v}");
+        }
+        for v in ["12", "-12.50", "0.5"] {
+            assert!(decimal(v), "{v}");
+        }
+        for v in ["1e3", "12.", ".5", "abc", "-", "", "NaN", "1 2"] {
+            assert!(!decimal(v), "{v}");
+        }
+    }
+
+    /// SQLite keeps a type per value: an FTS5 column (no declared type) holds integers and
+    /// text side by side, a REAL column turns an integer into 1113.0, an INTEGER column keeps
+    /// text it can't convert. Each is found by the value's text, counted under it, and nothing
+    /// else is (`01113` is another value).
+    #[test]
+    fn sqlite_matches_integers_and_text_whatever_the_declared_type() {
+        let c = rusqlite::Connection::open_in_memory().unwrap();
+        c.execute_batch(
+            "CREATE VIRTUAL TABLE f USING fts5(uid UNINDEXED, body);
+             CREATE TABLE r (uid REAL);
+             CREATE TABLE i (uid INTEGER);
+             INSERT INTO f VALUES (1113, 'a'), ('1113', 'b'), (11130, 'c'), ('01113', 'd'), ('x', 'e');
+             INSERT INTO r VALUES (1113), ('1113'), (1113.5);
+             INSERT INTO i VALUES (1113), ('x'), (7);",
+        )
+        .unwrap();
+        let values = vec!["1113".to_string(), "x".to_string()];
+        let counts = |t: &str| lite_counts("s", &c, t, "uid", &values).unwrap();
+        let by_text = |t: &str| lite_text_counts("s", &c, t, "uid", &values).unwrap();
+        let m =
+            |v: &[(&str, u64)]| -> Counts { v.iter().map(|(k, n)| (k.to_string(), *n)).collect() };
+        assert_eq!(counts("f"), m(&[("1113", 2), ("x", 1)]));
+        assert_eq!(counts("r"), m(&[("1113", 2)]));
+        assert_eq!(counts("i"), m(&[("1113", 1), ("x", 1)]));
+        // By text alone: the FTS5 rows too; a REAL's 1113.0 doesn't read as 1113.
+        assert_eq!(by_text("f"), m(&[("1113", 2), ("x", 1)]));
+        assert_eq!(by_text("r"), m(&[]));
+        // The delete takes exactly the rows counted.
+        let (cond, params) = lite_match("uid", &values, 1);
+        let n = c
+            .execute(
+                &format!("DELETE FROM f WHERE {cond}"),
+                rusqlite::params_from_iter(params.iter()),
+            )
+            .unwrap();
+        assert_eq!(n, 3);
+        let left: i64 = c
+            .query_row("SELECT count(*) FROM f", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(left, 2, "11130 and '01113' are kept");
+        let e = lite_counts("s", &c, "f", "nope", &values).unwrap_err();
+        assert!(
+            e.to_string().contains("no column `nope` in table `f`"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -173,7 +173,9 @@ impl Journal {
             && !self.stores.iter().any(|s| {
                 matches!(
                     s.state,
-                    super::stores::StoreState::Failed | super::stores::StoreState::Reopened
+                    super::stores::StoreState::Failed
+                        | super::stores::StoreState::Reopened
+                        | super::stores::StoreState::Blind
                 )
             })
     }

@@ -11,6 +11,14 @@
 //! A store with no delete mechanism whose retention ends after the deadline (or never) and
 //! no basis is a *blocker*: the erasure refuses before changing anything, naming it.
 //!
+//! The blind check: before a probed store's first delete, its probe is compared with what two
+//! other paths say it must find — the store's own data read by the field's text form
+//! ([`st::Store::sight`]), and for a store rebuilt from a warehouse table the subject's rows
+//! that table held before the erasure (the case file). A probe that finds nothing for a subject
+//! where either says records exist can't see the subject (an ID bound as text against
+//! integers, a `subject_field` naming the wrong column): the store is BLIND, never verified,
+//! and the erasure stops naming it, resumable once its config is fixed (`probe_before`).
+//!
 //! The verify loop: after the deletes, every store is probed; a residual reopens the store and
 //! deletes again (at most [`MAX_DELETES`] deletes), then fails by name. A store rebuilt from a
 //! source stays *pending rebuild* until a rebuild that ran after the delete has been probed
@@ -62,10 +70,16 @@ pub enum StoreState {
     /// Kept under a legal hold (`governance/holds.toml`): not deleted until the hold ends and
     /// the request is run again.
     Held,
+    /// Its probe found nothing before the first delete where another path says the subject has
+    /// records (the blind check, `probe_before`): it can't see the subject, so neither its
+    /// deletes nor its probes are evidence. The request is open (see `error`): fix the store's
+    /// configuration and rerun the erasure, which checks it again.
+    Blind,
 }
 
 impl StoreState {
-    /// True when nothing more will happen to the store without a rebuild, a date or a person.
+    /// True when nothing more will happen to the store without a rebuild, a date or a person
+    /// (a blind store is never settled: its configuration must be fixed and the erasure rerun).
     pub fn settled(self) -> bool {
         matches!(
             self,
@@ -87,6 +101,7 @@ impl std::fmt::Display for StoreState {
             StoreState::HandedOff => "handed off",
             StoreState::Residual => "residual",
             StoreState::Held => "held",
+            StoreState::Blind => "blind",
         })
     }
 }
@@ -112,6 +127,10 @@ pub struct StoreStep {
     pub records: BTreeMap<String, u64>,
     /// The last probe's residual, per request.
     pub residual: BTreeMap<String, u64>,
+    /// What the probe found before the first delete, per request (the blind check's count;
+    /// empty when the store was not probed before deleting).
+    #[serde(default)]
+    pub probed_before: BTreeMap<String, u64>,
     /// Deletes run so far.
     pub deletes: u32,
     /// When its first delete started.
@@ -159,6 +178,7 @@ impl StoreStep {
             state: StoreState::Planned,
             records: BTreeMap::new(),
             residual: BTreeMap::new(),
+            probed_before: BTreeMap::new(),
             deletes: 0,
             started_at: None,
             deleted_at: None,
@@ -515,8 +535,164 @@ async fn probe_once(
     }
 }
 
-/// Deletes every store of one side of the warehouse not yet deleted (failed and reopened ones
-/// again), in order. Stops at the first failure: the journal names it.
+/// What a store's probe saw before its first delete, and whether it can see the subject.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct BeforeDelete {
+    /// The probe's count per subject, in the order asked.
+    pub probed: Vec<u64>,
+    /// Why the store is blind — for some subject the probe found nothing where another path
+    /// says records exist — in counts, store and table names (never a value); `None` when the
+    /// probe saw what the other paths saw, or there is no other path.
+    pub blind: Option<String>,
+}
+
+/// The blind check: probes `store` for `subjects` (the subjects as [`subjects_for`] builds them
+/// from `cases`) and compares each subject's count with two paths that don't go through the
+/// probe:
+/// - the store's own data read by the field's text form, with no typed parameter
+///   ([`st::Store::sight`]), when the store has such a path;
+/// - for a store rebuilt from a warehouse table (`rebuilt_from`), the rows of the subject that
+///   table held before the erasure (the case file's `rows`): if it held rows, the store must
+///   find records — unless `source_rebuilt` says the store was rebuilt after the erasure's
+///   delete in that table landed (then finding nothing is right).
+///
+/// A probe that finds 0 for a subject where either path says records exist makes the store
+/// blind. Changes nothing, so it can also run as a dry probe (`lethe explain`). It does not
+/// catch a probe that finds some records but not all, nor a store whose other paths can't see
+/// either (no `sight`, not rebuilt from a table); and an index that lags its source (the
+/// subject's rows loaded after its last rebuild) is reported blind until it is rebuilt.
+pub(crate) async fn probe_before(
+    store: &dyn st::Store,
+    c: &StoreConfig,
+    subjects: &[StoreSubject],
+    cases: &[CaseFile],
+    source_rebuilt: bool,
+) -> Result<BeforeDelete> {
+    let probed = store.probe(subjects).await?;
+    let sight = store.sight(subjects).await?;
+    let mut why = Vec::new();
+    for (i, s) in subjects.iter().enumerate() {
+        if probed.get(i).copied().unwrap_or(0) > 0 {
+            continue;
+        }
+        let mut seen = Vec::new();
+        if let Some(n) = sight.as_ref().and_then(|v| v.get(i)).filter(|n| **n > 0) {
+            seen.push(format!("reading its subject field as text finds {n}"));
+        }
+        if let Some(t) = c.rebuilt_from.as_deref().filter(|_| !source_rebuilt) {
+            let rows = cases
+                .iter()
+                .find(|k| k.request == s.request)
+                .and_then(|k| k.rows.get(t))
+                .copied()
+                .unwrap_or(0);
+            if rows > 0 {
+                seen.push(format!(
+                    "{t}, which it is rebuilt from, held {rows} row(s) of the subject before the erasure"
+                ));
+            }
+        }
+        if seen.is_empty() {
+            continue;
+        }
+        let asked = if s.values.is_empty() {
+            " (asked with no value: the case file holds none of the identifier it holds)"
+        } else {
+            ""
+        };
+        why.push(format!(
+            "its probe finds 0 record(s) of the subject of {}{asked}, but {}",
+            s.request,
+            seen.join(", and ")
+        ));
+    }
+    let blind = (!why.is_empty()).then(|| {
+        format!(
+            "{}: the probe can't see the subject, so its deletes and probes prove nothing; check the store's subject_field (and the field's type) in governance/stores.toml, or rebuild it if it lags its source, then rerun the erasure",
+            why.join("; ")
+        )
+    });
+    Ok(BeforeDelete { probed, blind })
+}
+
+/// True when `store` (rebuilt from warehouse table `table`) was rebuilt after every step of
+/// the erasure on that table landed: its source no longer held the subject when it was built.
+async fn rebuilt_after_source(
+    journal: &Journal,
+    table: &str,
+    store: &dyn st::Store,
+) -> Result<bool> {
+    let mut landed: Option<DateTime<Utc>> = None;
+    for step in journal.steps.iter().filter(|s| s.table == table) {
+        let at = step
+            .finished_at
+            .as_deref()
+            .and_then(|d| DateTime::parse_from_rfc3339(d).ok())
+            .map(|d| d.with_timezone(&Utc));
+        match at {
+            Some(at) if step.done => landed = Some(landed.map_or(at, |l| l.max(at))),
+            _ => return Ok(false),
+        }
+    }
+    let Some(landed) = landed else {
+        return Ok(false);
+    };
+    Ok(store.last_rebuild().await?.is_some_and(|b| b > landed))
+}
+
+/// The blind check of step `i` before its first delete ([`probe_before`]), recorded: the
+/// probe's counts in `probed_before`; a blind store is marked BLIND with the reason, the
+/// journal saved, and the erasure stopped with an error naming the store.
+async fn check_before(
+    ws: &Workspace,
+    ctx: &Ctx,
+    journal: &mut Journal,
+    i: usize,
+    progress: &dyn Fn(&str),
+) -> Result<()> {
+    let name = journal.stores[i].store.clone();
+    let (store, c) = ctx.store(ws, &name)?;
+    if !c.probed() {
+        return Ok(());
+    }
+    progress(&format!("store {name}: probe before the delete"));
+    let subjects = subjects_for(&ctx.gov, c, &ctx.cases)?;
+    let t = Instant::now();
+    let r = async {
+        let rebuilt = match c.rebuilt_from.as_deref() {
+            Some(table) => rebuilt_after_source(journal, table, store.as_ref()).await?,
+            None => false,
+        };
+        probe_before(store.as_ref(), c, &subjects, &ctx.cases, rebuilt).await
+    }
+    .await;
+    let s = &mut journal.stores[i];
+    s.duration_ms += t.elapsed().as_millis() as u64;
+    match r {
+        Ok(seen) => {
+            s.probed_before = by_request(&subjects, &seen.probed);
+            if let Some(why) = seen.blind {
+                tracing::warn!(store = %name, "blind: its probe can't see the subject");
+                s.state = StoreState::Blind;
+                s.error = Some(why.clone());
+                save_journal(ws, journal)?;
+                return Err(st::error(&name, format!("blind: {why}")));
+            }
+            save_journal(ws, journal)?;
+            Ok(())
+        }
+        Err(e) => {
+            s.state = StoreState::Failed;
+            s.error = Some(e.to_string());
+            save_journal(ws, journal)?;
+            Err(e)
+        }
+    }
+}
+
+/// Deletes every store of one side of the warehouse not yet deleted (failed, reopened and
+/// blind ones again), in order; before a store's first delete, the blind check
+/// (`check_before`). Stops at the first failure: the journal names it.
 pub(super) async fn delete_stores(
     ws: &Workspace,
     journal: &mut Journal,
@@ -536,7 +712,7 @@ pub(super) async fn delete_stores(
         if s.before_warehouse != before_warehouse
             || !matches!(
                 s.state,
-                StoreState::Planned | StoreState::Failed | StoreState::Reopened
+                StoreState::Planned | StoreState::Failed | StoreState::Reopened | StoreState::Blind
             )
             || matches!(
                 s.action,
@@ -545,8 +721,13 @@ pub(super) async fn delete_stores(
         {
             continue;
         }
+        // Its first delete in this erasure (a blind store never got to one).
+        let first = s.started_at.is_none();
         if s.state == StoreState::Failed && s.deletes >= MAX_DELETES {
             journal.stores[i].deletes = 0;
+        }
+        if first {
+            check_before(ws, &ctx, journal, i, progress).await?;
         }
         delete_once(ws, &ctx, journal, i, progress).await?;
         if before_warehouse {
@@ -731,11 +912,190 @@ pub fn all_settled(journal: &Journal) -> bool {
     journal.stores.iter().all(|s| s.state.settled())
 }
 
-/// MERGE-PLACEHOLDER: replaced by the stores branch's blind check.
+/// The blind check as a dry probe, for `lethe explain`: store `name` of the registry, probed
+/// for the subjects of `cases` without deleting ([`probe_before`], the store's source taken
+/// as not rebuilt since). `Some(why)` when its probe can't see the subject; `None` when it
+/// can, or when it isn't a store lethe deletes from and probes.
 pub async fn blind_reason(
-    _ws: &Workspace,
-    _store: &str,
-    _cases: &[CaseFile],
+    ws: &Workspace,
+    name: &str,
+    cases: &[CaseFile],
 ) -> Result<Option<String>> {
-    Ok(None)
+    let gov = ws.governance()?;
+    let reg = registry::load(&gov.dir)?;
+    let Some(c) = reg.value.stores.get(name) else {
+        return Ok(None);
+    };
+    if !c.deletable() || !c.probed() {
+        return Ok(None);
+    }
+    let store = st::open(&ws.config.root, name, c)?;
+    let subjects = subjects_for(&gov, c, cases)?;
+    Ok(probe_before(store.as_ref(), c, &subjects, cases, false)
+        .await?
+        .blind)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    use async_trait::async_trait;
+
+    use super::*;
+    use crate::stores::{Deleted, Store};
+
+    /// An FTS5 index whose documents hold the IDs as integers: two of 1113, one of 42 whose
+    /// `other` field holds 1113.
+    fn index_db(dir: &Path) -> PathBuf {
+        let db = dir.join("index.db");
+        let c = rusqlite::Connection::open(&db).unwrap();
+        c.execute_batch(
+            "CREATE VIRTUAL TABLE docs USING fts5(uid UNINDEXED, other UNINDEXED, body);
+             CREATE TABLE builds (built_at TEXT NOT NULL);
+             INSERT INTO docs VALUES (1113, 5, 'a'), (1113, 5, 'b'), (42, 1113, 'c');",
+        )
+        .unwrap();
+        db
+    }
+
+    fn index(dir: &Path, field: &str) -> (Box<dyn Store>, StoreConfig) {
+        std::fs::write(
+            dir.join("stores.toml"),
+            format!(
+                "[stores.search]\nkind = \"index\"\nowner = \"ops\"\nengine = \"sqlite\"\npath = \"index.db\"\ntable = \"docs\"\nbuilds_table = \"builds\"\nsubject_field = \"{field}\"\nrebuilt_from = \"app.messages\"\nschedule = \"nightly\"\n"
+            ),
+        )
+        .unwrap();
+        let c = registry::load(dir).unwrap().value.stores["search"].clone();
+        (st::open(dir, "search", &c).unwrap(), c)
+    }
+
+    fn subject() -> Vec<StoreSubject> {
+        vec![StoreSubject {
+            request: "r-1".into(),
+            values: vec!["1113".into()],
+            traces: Vec::new(),
+        }]
+    }
+
+    fn case(rows: u64) -> Vec<CaseFile> {
+        vec![CaseFile {
+            request: "r-1".into(),
+            rows: [("app.messages".to_string(), rows)].into(),
+            ..Default::default()
+        }]
+    }
+
+    /// The index connector's probe as it was before issue 43, on the same real SQLite file:
+    /// the ID bound as text only, which no integer in an FTS5 column equals. Its sight is the
+    /// real connector's.
+    struct TextBound {
+        db: PathBuf,
+        real: Box<dyn Store>,
+    }
+
+    #[async_trait]
+    impl Store for TextBound {
+        fn name(&self) -> &str {
+            "search"
+        }
+        async fn delete(&self, _: &[StoreSubject]) -> Result<Deleted> {
+            Err(st::error("search", "not deleted in this test"))
+        }
+        async fn probe(&self, subjects: &[StoreSubject]) -> Result<Vec<u64>> {
+            let c = rusqlite::Connection::open(&self.db).unwrap();
+            Ok(subjects
+                .iter()
+                .map(|s| {
+                    c.query_row(
+                        "SELECT count(*) FROM docs WHERE uid IN (?1)",
+                        [s.values[0].clone()],
+                        |r| r.get::<_, i64>(0),
+                    )
+                    .unwrap() as u64
+                })
+                .collect())
+        }
+        async fn sight(&self, subjects: &[StoreSubject]) -> Result<Option<Vec<u64>>> {
+            self.real.sight(subjects).await
+        }
+    }
+
+    #[tokio::test]
+    async fn a_probe_that_sees_what_the_other_paths_see_is_not_blind() {
+        let dir = tempfile::tempdir().unwrap();
+        index_db(dir.path());
+        let (store, c) = index(dir.path(), "uid");
+        let b = probe_before(store.as_ref(), &c, &subject(), &case(2), false)
+            .await
+            .unwrap();
+        assert_eq!(
+            b,
+            BeforeDelete {
+                probed: vec![2],
+                blind: None
+            }
+        );
+        // A subject the source never held, found nowhere: nothing to see.
+        let b = probe_before(store.as_ref(), &c, &subject(), &case(0), false)
+            .await
+            .unwrap();
+        assert_eq!(b.blind, None);
+    }
+
+    #[tokio::test]
+    async fn a_probe_bound_as_text_against_integers_is_blind_by_its_sight() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = index_db(dir.path());
+        let (real, c) = index(dir.path(), "uid");
+        let old = TextBound { db, real };
+        // Even with nothing known of the source (rebuilt since): the text path sees 2.
+        let b = probe_before(&old, &c, &subject(), &case(0), true)
+            .await
+            .unwrap();
+        assert_eq!(b.probed, vec![0]);
+        let why = b.blind.expect("blind");
+        assert!(
+            why.contains("its probe finds 0 record(s) of the subject of r-1")
+                && why.contains("reading its subject field as text finds 2"),
+            "{why}"
+        );
+        assert!(!why.contains("1113"), "never a value: {why}");
+    }
+
+    #[tokio::test]
+    async fn a_probe_on_the_wrong_field_is_blind_by_its_source_until_rebuilt_from_it() {
+        let dir = tempfile::tempdir().unwrap();
+        index_db(dir.path());
+        let (store, c) = index(dir.path(), "body");
+        let b = probe_before(store.as_ref(), &c, &subject(), &case(2), false)
+            .await
+            .unwrap();
+        let why = b.blind.expect("blind");
+        assert!(
+            why.contains("app.messages, which it is rebuilt from, held 2 row(s) of the subject")
+                && !why.contains("as text"),
+            "{why}"
+        );
+        assert!(!why.contains("1113"), "never a value: {why}");
+        // Rebuilt after the erasure's delete in its source: finding nothing is right.
+        let b = probe_before(store.as_ref(), &c, &subject(), &case(2), true)
+            .await
+            .unwrap();
+        assert_eq!(b.blind, None);
+        // The check catches a probe that finds nothing, not one that finds other records: a
+        // field holding the value in another sense sees 1 and is not called blind.
+        let (store, c) = index(dir.path(), "other");
+        let b = probe_before(store.as_ref(), &c, &subject(), &case(2), false)
+            .await
+            .unwrap();
+        assert_eq!(
+            b,
+            BeforeDelete {
+                probed: vec![1],
+                blind: None
+            }
+        );
+    }
 }

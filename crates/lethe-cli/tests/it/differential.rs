@@ -20,7 +20,9 @@
 //!
 //! Settings (environment): `LETHE_DIFF_SEED` (default: random; always printed, with the
 //! command that replays it), `LETHE_DIFF_SHAPES` (default 24), `LETHE_DIFF_SUBJECTS` per shape
-//! (default 8, at least 4), `LETHE_DIFF_TRANSFORMS=0` to leave out the hashed identifiers,
+//! (default 8, at least 4), `LETHE_DIFF_TRANSFORMS=0` to leave out the hashed identifiers (a
+//! lethe that doesn't read `transform` stops at metadata.toml, exit 2, on every shape that has
+//! one; without them the rest of the claim is still tested),
 //! `LETHE_DIFF_DIR` to write the warehouses there and keep them (they are also kept, and
 //! named, when the test fails). A long run, 10,000 subjects:
 //!

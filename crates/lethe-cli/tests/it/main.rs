@@ -10,6 +10,7 @@ mod common;
 mod consent;
 mod deletes;
 mod demo;
+mod differential;
 mod discover;
 mod erase;
 mod fixtures;

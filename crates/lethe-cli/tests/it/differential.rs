@@ -7,7 +7,9 @@
 //! SHA-256 / MD5 hashes declared with `transform`; random partitioning, several snapshots,
 //! PyIceberg deletes; now and then a tag, a branch or `min-snapshots-to-keep = 3` that must make
 //! lethe refuse). Each shape is erased by the `lethe` binary in one batch (`erase
-//! --subjects-file`), then `random_warehouse.py check` — PyIceberg and matching written
+//! --subjects-file`; lethe's own logical check after it must find nothing, and the attestation
+//! of the batch's first request must say logical erasure COMPLETE), then
+//! `random_warehouse.py check` — PyIceberg and matching written
 //! independently of lethe — reads every snapshot every table still keeps: none may hold a row
 //! that addresses an erased customer, the current snapshot's other rows must be exactly the
 //! ones before, and a shape lethe had to refuse must be unchanged.
@@ -207,8 +209,65 @@ fn erase_shape(i: usize, dir: &Path) -> Erased {
     } else {
         None
     };
-    let steps = serde_json::from_str::<serde_json::Value>(&stdout)
-        .ok()
+    let report = serde_json::from_str::<serde_json::Value>(&stdout).ok();
+    // lethe's own claims, checked against PyIceberg by `check` afterwards: its logical check
+    // after the erasure found nothing in any kept snapshot, and the attestation of the batch's
+    // first request says logical erasure COMPLETE.
+    let wrong = wrong.or_else(|| {
+        if !refuse.is_null() {
+            return None;
+        }
+        let Some(logical) = report
+            .as_ref()
+            .and_then(|r| r["journal"]["logical"].as_array().cloned())
+        else {
+            return Some("lethe erase printed no logical check".to_string());
+        };
+        let left: Vec<String> = logical
+            .iter()
+            .flat_map(|t| {
+                t["snapshots"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|s| s["rows"].as_u64() != Some(0))
+                    .map(move |s| {
+                        format!(
+                            "{} snapshot {}: {}",
+                            t["table"], s["snapshot_id"], s["rows"]
+                        )
+                    })
+            })
+            .collect();
+        if !left.is_empty() {
+            return Some(format!("lethe's logical check found rows left: {left:?}"));
+        }
+        let out = lethe(
+            &home,
+            &[
+                "attest",
+                "--request",
+                &format!("erasure-{i}-0"),
+                "--json",
+                "--keep-case-file",
+            ],
+        );
+        let Ok(a) = serde_json::from_slice::<serde_json::Value>(&out.stdout) else {
+            return Some(format!(
+                "lethe attest printed no attestation: {}",
+                tail(text(&out.stderr).trim(), 600)
+            ));
+        };
+        (a["verdict"]["logical"] != "COMPLETE").then(|| {
+            format!(
+                "the attestation says logical {}: {}",
+                a["verdict"]["logical"], a["verdict"]["remaining"]
+            )
+        })
+    });
+    let steps = report
+        .as_ref()
         .and_then(|r| r["journal"]["steps"].as_array().cloned())
         .unwrap_or_default()
         .iter()

@@ -319,6 +319,9 @@ async fn walkthrough(dir: PathBuf, scale: u32, seed: u64) -> anyhow::Result<Exit
     )
     .await?;
     let subject = format!("learner={}", lethe_demo::platform::data::DEMO_LEARNER);
+    // The helpdesk vendor's API, served by this process while the walkthrough runs (the plan
+    // probes it too, to see that its probe can see the learner).
+    let vendor = start_vendor(&report.dir).await?;
     heading(
         4,
         "Plan the learner's erasure",
@@ -347,8 +350,6 @@ async fn walkthrough(dir: PathBuf, scale: u32, seed: u64) -> anyhow::Result<Exit
         cfg,
     )
     .await?;
-    // The helpdesk vendor's API, served by this process while the walkthrough runs.
-    let vendor = start_vendor(&report.dir).await?;
     heading(
         8,
         "Erase everywhere: the application database first, the warehouse, then the stores built from it (one writer here, so no minimum file age)",

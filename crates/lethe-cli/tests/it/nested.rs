@@ -352,7 +352,13 @@ async fn nested_values_are_discovered_declared_erased_searched_and_accounted_for
             &format!("patient={first}"),
             "--json",
         ],
-        0,
+        1,
+    );
+    assert_eq!(plan["plan_verdict"], "COMPLETE", "{plan:#}");
+    assert_eq!(plan["verdict"], "INCOMPLETE", "{plan:#}");
+    assert!(
+        plan["warnings"].to_string().contains("contact.email, contact.phone, addresses.element.street and attributes.value were not traces; add them to the subject's `values`"),
+        "{plan:#}"
     );
     assert_eq!(
         plan["searched"]["tables"]["registry.patients"]["not_traces"],

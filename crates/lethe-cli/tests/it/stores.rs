@@ -1038,6 +1038,24 @@ async fn a_store_whose_probe_cant_see_the_subject_is_blind_never_verified_and_re
     let stores = demo.dir.join("governance/stores.toml");
     std::fs::write(&stores, fts_store("kind")).unwrap();
     let learner = learner_with_sqlite(&demo.dir, 14);
+    // explain probes without deleting and says beforehand what the erasure will find.
+    let plan: Value = serde_json::from_str(&demo.lethe_ok(
+        &[
+            "explain",
+            "--subject",
+            &format!("learner={learner}"),
+            "--json",
+        ],
+        1,
+    ))
+    .unwrap();
+    assert_eq!(plan["verdict"], "INCOMPLETE", "{plan:#}");
+    assert!(
+        plan["warnings"]
+            .to_string()
+            .contains("store event_search: blind"),
+        "{plan:#}"
+    );
     let args = erase_args(learner);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = demo.lethe(&args);

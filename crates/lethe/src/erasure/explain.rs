@@ -4,7 +4,7 @@
 use crate::erasure::case::{CaseFile, RequestSpec};
 use crate::erasure::erase::stores::plan_stores;
 use crate::erasure::erase::{StoreState, StoreStep, prepare_drawn};
-use crate::erasure::mentions::mentions;
+use crate::erasure::mentions::mentions_readable;
 use crate::erasure::plan::{Plan, Verdict};
 use crate::erasure::searched::{Changed, Searched, searched};
 use crate::error::Result;
@@ -86,8 +86,14 @@ pub async fn explain_with(ws: &Workspace, subject: &SubjectRef, draw: bool) -> R
     }
     // Other people's rows that quote the subject: kept, and found by the proof scan, until a
     // reviewer decides on each (`lethe review decide`).
-    let prefix = crate::erasure::prove::prefix_len(ws).await?;
-    for (t, m) in mentions(ws, std::slice::from_ref(&case), prefix).await? {
+    let prefix = crate::erasure::prove::prefix_len_readable(ws).await?;
+    let (found, unread) = mentions_readable(ws, std::slice::from_ref(&case), prefix).await?;
+    for (t, why) in unread {
+        warnings.push(format!(
+            "{t} can't be read ({why}): it can't be searched for mentions of the subject, nor proven clean"
+        ));
+    }
+    for (t, m) in found {
         warnings.push(format!(
             "{t}: {} row(s) of other people quote the subject ({}): they are kept, and the attestation is not COMPLETE until a reviewer decides each (`lethe review decide`)",
             m.rows,
@@ -143,11 +149,17 @@ async fn blind_stores(
 ) -> Result<Vec<String>> {
     let mut out = Vec::new();
     for s in stores.iter().filter(|s| s.state == StoreState::Planned) {
-        if let Some(why) =
-            crate::erasure::erase::stores::blind_reason(ws, &s.store, std::slice::from_ref(case))
-                .await?
+        match crate::erasure::erase::stores::blind_reason(ws, &s.store, std::slice::from_ref(case))
+            .await
         {
-            out.push(format!("store {}: blind — {why}", s.store));
+            Ok(Some(why)) => out.push(format!("store {}: blind — {why}", s.store)),
+            Ok(None) => {}
+            // A store that can't be probed now (a vendor down) is not an error of the plan: the
+            // erasure would stop there unless it can be probed by then.
+            Err(e) => out.push(format!(
+                "store {}: the probe without deleting failed ({e}); the erasure stops at this store unless it can be probed",
+                s.store
+            )),
         }
     }
     Ok(out)

@@ -336,3 +336,78 @@ async fn check_table(
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::governance::identifiers::{Pattern, Transform, label};
+    use arrow::array::{ArrayRef, Int64Array, StringArray};
+    use std::sync::Arc;
+
+    fn derived(column: &str, pattern: &str, transform: Option<Transform>) -> DerivedColumn {
+        DerivedColumn {
+            table: "t.t".into(),
+            column: column.into(),
+            from: "customer_id".into(),
+            transform,
+            pattern: Pattern::parse(pattern).unwrap(),
+            label: label("t.t", column),
+        }
+    }
+
+    #[test]
+    fn every_addressing_column_finds_its_rows_nulls_in_the_others_notwithstanding() {
+        let b = RecordBatch::try_from_iter(vec![
+            (
+                "customer_id",
+                Arc::new(Int64Array::from(vec![Some(11), None, None, Some(7), None])) as ArrayRef,
+            ),
+            (
+                "session_id",
+                Arc::new(StringArray::from(vec![
+                    Some("a-11#1"),
+                    Some("a-11#2"),
+                    Some("a-113#1"),
+                    None,
+                    None,
+                ])) as ArrayRef,
+            ),
+            (
+                "id_md5",
+                Arc::new(StringArray::from(vec![
+                    None,
+                    None,
+                    None,
+                    None,
+                    Some(Transform::Md5.apply("7").as_str()),
+                ])) as ArrayRef,
+            ),
+        ])
+        .unwrap();
+        let mut a = TableAddressing::default();
+        // Request 0 is customer 11, request 1 customer 7; customer_id by exact values.
+        a.exact.insert(
+            "customer_id".into(),
+            [
+                ("11".to_string(), [0].into()),
+                ("7".to_string(), [1].into()),
+            ]
+            .into(),
+        );
+        a.derived.push(DerivedMatch::new(
+            &derived("session_id", "a-{id}#*", None),
+            &[("11".into(), 0), ("7".into(), 1)],
+        ));
+        a.derived.push(DerivedMatch::new(
+            &derived("id_md5", "{id}", Some(Transform::Md5)),
+            &[("11".into(), 0), ("7".into(), 1)],
+        ));
+        let (rows, by_column) = a.owners(&b).unwrap();
+        let want: Vec<BTreeSet<usize>> =
+            vec![[0].into(), [0].into(), [].into(), [1].into(), [1].into()];
+        assert_eq!(rows, want, "a-113#1 is not customer 11's");
+        assert_eq!(by_column["customer_id"], 2);
+        assert_eq!(by_column["session_id"], 2);
+        assert_eq!(by_column["id_md5"], 1);
+    }
+}

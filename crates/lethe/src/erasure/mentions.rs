@@ -42,11 +42,34 @@ pub struct TableMentions {
 
 /// Counts rows whose text mentions any case's identifying values, excluding rows that carry
 /// one of the case's IDs (the subject's own rows). `key_of(table)` names a table's key column.
+/// A table lethe can't read is an error.
 pub async fn mentions(
     ws: &Workspace,
     cases: &[CaseFile],
     prefix_len: usize,
 ) -> Result<BTreeMap<String, TableMentions>> {
+    let (found, unread) = search(ws, cases, prefix_len, false).await?;
+    debug_assert!(unread.is_empty());
+    Ok(found)
+}
+
+/// [`mentions`], going on past the tables lethe can't read (column types it can't represent):
+/// those are returned apart, with why, for the caller to say.
+pub async fn mentions_readable(
+    ws: &Workspace,
+    cases: &[CaseFile],
+    prefix_len: usize,
+) -> Result<(BTreeMap<String, TableMentions>, Vec<(String, String)>)> {
+    search(ws, cases, prefix_len, true).await
+}
+
+async fn search(
+    ws: &Workspace,
+    cases: &[CaseFile],
+    prefix_len: usize,
+    skip_unreadable: bool,
+) -> Result<(BTreeMap<String, TableMentions>, Vec<(String, String)>)> {
+    let mut unread = Vec::new();
     let patterns: Vec<String> = cases
         .iter()
         .flat_map(|c| c.values.iter())
@@ -61,7 +84,7 @@ pub async fn mentions(
         .collect();
     let mut out = BTreeMap::new();
     if patterns.is_empty() {
-        return Ok(out);
+        return Ok((out, unread));
     }
     let ac: AhoCorasick = AhoCorasickBuilder::new()
         .ascii_case_insensitive(true)
@@ -80,7 +103,16 @@ pub async fn mentions(
     let gov = ws.governance()?;
     let wh = &ws.warehouse;
     for name in wh.tables().await? {
-        let t = wh.load(&name).await?;
+        let t = match wh.load(&name).await {
+            Ok(t) => t,
+            Err(lethe_iceberg::Error::Unsupported {
+                feature, detail, ..
+            }) if skip_unreadable => {
+                unread.push((name.to_string(), format!("{feature}: {detail}")));
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
         let schema = t.metadata.current_schema().clone();
         let tname = name.to_string();
         let key = gov
@@ -168,5 +200,5 @@ pub async fn mentions(
             out.insert(tname, found);
         }
     }
-    Ok(out)
+    Ok((out, unread))
 }

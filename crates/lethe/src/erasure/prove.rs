@@ -113,11 +113,25 @@ impl ProveReport {
 }
 
 /// The prefix length: one less than the smallest truncation length any table's string bounds
-/// use (15 for the default truncate(16)).
+/// use (15 for the default truncate(16)). A table lethe can't load is an error.
 pub async fn prefix_len(ws: &Workspace) -> Result<usize> {
+    prefix_len_of(ws, false).await
+}
+
+/// [`prefix_len`] over the tables lethe can load (the others skipped), for a plan that says
+/// what it couldn't read instead of stopping there.
+pub async fn prefix_len_readable(ws: &Workspace) -> Result<usize> {
+    prefix_len_of(ws, true).await
+}
+
+async fn prefix_len_of(ws: &Workspace, skip_unreadable: bool) -> Result<usize> {
     let mut n = lethe_iceberg::metrics::DEFAULT_TRUNCATE;
     for name in ws.warehouse.tables().await? {
-        let t = ws.warehouse.load(&name).await?;
+        let t = match ws.warehouse.load(&name).await {
+            Ok(t) => t,
+            Err(lethe_iceberg::Error::Unsupported { .. }) if skip_unreadable => continue,
+            Err(e) => return Err(e.into()),
+        };
         let schema = t.metadata.current_schema();
         let cfg = MetricsConfig::from_properties(schema, t.metadata.properties())?;
         for (_, f) in primitive_leaves(schema) {

@@ -655,6 +655,77 @@ mod tests {
     }
 
     #[test]
+    fn transforms_are_recomputed_as_sql_engines_print_them() {
+        assert_eq!(
+            Transform::Sha256.apply("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert_eq!(
+            Transform::Md5.apply("abc"),
+            "900150983cd24fb0d6963f7d28e17f72"
+        );
+        assert_eq!(
+            Transform::Sha1.apply("abc"),
+            "a9993e364706816aba3e25717850c26c9cd0d89d"
+        );
+        assert_eq!(
+            Transform::Lower.apply("Ada.LOVE@Example.ORG"),
+            "ada.love@example.org"
+        );
+        assert_eq!(Transform::Upper.apply("cgb0000113"), "CGB0000113");
+        // RFC 4231-style check against a published HMAC-SHA256 vector.
+        let key = Transform::HmacSha256(std::sync::Arc::new(secrecy::SecretSlice::from(
+            b"key".to_vec(),
+        )));
+        assert_eq!(
+            key.apply("The quick brown fox jumps over the lazy dog"),
+            "f7bc83f430538424b13298e6aa6fb143ef4d59a14946175997479dbc2d1a3cd8"
+        );
+        assert_eq!(
+            format!("{key:?}"),
+            "hmac_sha256",
+            "Debug never shows the key"
+        );
+        assert!(Transform::parse("crc32", None).is_err());
+        let e = Transform::parse("hmac_sha256", None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("key_env"), "{e}");
+    }
+
+    #[test]
+    fn a_transform_then_a_pattern_selects_exactly_the_subjects_values() {
+        let d = DerivedColumn {
+            table: "web.users".into(),
+            column: "login".into(),
+            from: "email".into(),
+            transform: Some(Transform::Lower),
+            pattern: Pattern::parse("u:{id}").unwrap(),
+            label: label("web.users", "login"),
+        };
+        assert_eq!(d.literal("Ada@X.org"), "u:ada@x.org");
+        assert!(d.matches("u:ada@x.org", "ADA@x.org"));
+        assert!(!d.matches("u:ada@x.orgx", "ada@x.org"));
+        assert_eq!(d.how(), "lower then u:{id}");
+        let h = DerivedColumn {
+            transform: Some(Transform::Sha256),
+            pattern: Pattern::parse(ID).unwrap(),
+            ..d
+        };
+        assert_eq!(h.how(), "sha256");
+        let p = h.predicate(&["abc".into()]);
+        assert_eq!(
+            p,
+            Predicate::is_in(
+                "login",
+                vec![Value::Str(
+                    "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad".into()
+                )]
+            )
+        );
+    }
+
+    #[test]
     fn ambiguous_patterns_are_refused() {
         for s in [
             "a-{id}*", "*{id}", "*{id}*", "a", "{id}{id}", "a*{id}", "x{id}*y",

@@ -328,3 +328,31 @@ pub fn batch_id(requests: &[RequestSpec]) -> String {
     }
     format!("batch-{}", &hex::encode(h.finalize())[..12])
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_selection_ors_its_columns_and_leaves_out_those_without_values() {
+        let ids = [Value::Int(7)];
+        let none: [Value; 0] = [];
+        assert_eq!(selection_predicate([]), None);
+        assert_eq!(
+            selection_predicate([("a", &none[..])]),
+            Some(Predicate::is_in("a", vec![])),
+            "one column without values selects nothing, as before"
+        );
+        assert_eq!(
+            selection_predicate([("a", &none[..]), ("b", &ids[..])]),
+            Some(Predicate::is_in("b", ids.to_vec()))
+        );
+        assert_eq!(
+            selection_predicate([("a", &ids[..]), ("b", &ids[..])]),
+            Some(Predicate::Or(vec![
+                Predicate::is_in("a", ids.to_vec()),
+                Predicate::is_in("b", ids.to_vec())
+            ]))
+        );
+    }
+}

@@ -402,9 +402,11 @@ def make_shape(shape_dir: str, seed: int, i: int, k: int, transforms: bool) -> N
             "deleted_rows": len(deleted),
         }
 
-    # A setting that makes lethe refuse (1 in 8 shapes).
+    # A setting that keeps history (1 in 4 shapes): half of them lethe must refuse, the other
+    # half retention.toml tells lethe to rewrite (a twin of every kept snapshot).
     refuse = None
-    if rng.random() < 1 / 8:
+    rewrite = None
+    if rng.random() < 1 / 4:
         kind = rng.choice(["tag", "branch", "min-snapshots-to-keep"])
         tname = rng.choice([t for t in tables if len(cat.load_table(t).metadata.snapshots) > 1])
         t = cat.load_table(tname)
@@ -417,6 +419,11 @@ def make_shape(shape_dir: str, seed: int, i: int, k: int, transforms: bool) -> N
             with t.transaction() as tx:
                 tx.set_properties({"history.expire.min-snapshots-to-keep": "3"})
         refuse = {"kind": kind, "table": tname}
+        if rng.random() < 0.5:
+            rewrite, refuse = refuse, None
+            with open(f"{shape_dir}/gov/retention.toml", "w") as f:
+                f.write(f'[snapshots.tables."{tname}"]\nhistory = "rewrite"\n'
+                        'reason = "the history is reproduced from its refs"\n')
 
     with open(f"{shape_dir}/gov/subjects.toml", "w") as f:
         f.write(f'[{SUBJECT}]\nidentifiers = ["{ROOT}.customer_id"]\n'
@@ -435,6 +442,7 @@ def make_shape(shape_dir: str, seed: int, i: int, k: int, transforms: bool) -> N
         "keep": keep,
         "customers": customers,
         "refuse": refuse,
+        "rewrite": rewrite,
         "tables": tables,
         "metadata_locations": {t: cat.load_table(t).metadata_location for t in tables},
         "snapshots": {t: len(cat.load_table(t).metadata.snapshots) for t in tables},
@@ -444,6 +452,16 @@ def make_shape(shape_dir: str, seed: int, i: int, k: int, transforms: bool) -> N
     for t, desc in tables.items():
         cols = addressing(desc["columns"])
         before[t] = sorted(row_hash(r) for r in rows_of(cat.load_table(t)) if not m.addresses(cols, r))
+    # A rewritten table's refs: each must still read its rows but the erased customers'.
+    if rewrite:
+        t = rewrite["table"]
+        table = cat.load_table(t)
+        cols = addressing(tables[t]["columns"])
+        before["refs"] = {
+            name: sorted(row_hash(r) for r in rows_of(table, ref.snapshot_id)
+                         if not m.addresses(cols, r))
+            for name, ref in table.metadata.refs.items()
+        }
     with open(f"{shape_dir}/shape.json", "w") as f:
         json.dump(shape, f, indent=1, sort_keys=True)
     with open(f"{shape_dir}/before.json", "w") as f:
@@ -498,6 +516,16 @@ def check_shape(shape_dir: str) -> dict:
                                 ",".join(o for o in cols if o != c and h[o] is None) or "-"
                                 for h in hits}),
                         })
+            if shape.get("rewrite") and shape["rewrite"]["table"] == t:
+                for name, want in before["refs"].items():
+                    ref = table.metadata.refs.get(name)
+                    got = None if ref is None else sorted(
+                        row_hash(r) for r in rows_of(table, ref.snapshot_id)
+                        if not m.addresses(cols, r))
+                    if got != want:
+                        failures.append({"table": t, "kind": f"ref {name} lost rows or is gone",
+                                         "rows_before": len(want),
+                                         "rows_now": None if got is None else len(got)})
             now = sorted(row_hash(r) for r in rows_of(table) if not m.addresses(cols, r))
             if now != before[t]:
                 was, got = set(before[t]), set(now)

@@ -119,6 +119,30 @@ fn new_snapshot_id(table: &LoadedTable) -> i64 {
     }
 }
 
+/// Where a new snapshot goes.
+#[derive(Debug, Clone)]
+pub struct On {
+    /// The snapshot whose live files the new one starts from (None: an empty table).
+    pub base: Option<std::sync::Arc<Snapshot>>,
+    /// The new snapshot's parent.
+    pub parent: Option<i64>,
+    /// The branch or tag the new snapshot becomes the head of (None: no ref moves; the caller
+    /// points refs itself).
+    pub set_ref: Option<String>,
+}
+
+impl On {
+    /// On top of the table's current snapshot, as the new head of `main`.
+    pub fn main(table: &LoadedTable) -> On {
+        let current = table.current_snapshot().cloned();
+        On {
+            parent: current.as_ref().map(|s| s.snapshot_id()),
+            base: current,
+            set_ref: Some("main".into()),
+        }
+    }
+}
+
 /// Writes the manifests and manifest list for `changes` on top of the table's current snapshot
 /// and returns the updates and requirements that commit it. `written` lists every file written
 /// here (for cleanup if the commit fails for certain).
@@ -127,10 +151,25 @@ pub async fn produce(
     table: &LoadedTable,
     changes: SnapshotChanges,
 ) -> Result<ActionCommit> {
+    produce_on(wh, table, On::main(table), changes).await
+}
+
+/// [`produce`] from any snapshot the table keeps (`on.base`), with any parent, moving
+/// `on.set_ref` or no ref: what a rewrite of kept history writes for each snapshot it replaces
+/// ([`crate::ops::twins`]). The snapshot's sequence number, row ids and id are the table's
+/// next ones, so `table` must hold every snapshot an earlier part of the same commit adds.
+/// Requirements: the table's identity, and `main` unchanged when it is the ref moved.
+pub async fn produce_on(
+    wh: &Warehouse,
+    table: &LoadedTable,
+    on: On,
+    changes: SnapshotChanges,
+) -> Result<ActionCommit> {
     let meta = &table.metadata;
     let version = meta.format_version();
     let snapshot_id = new_snapshot_id(table);
-    let parent = table.current_snapshot().cloned();
+    let parent = on.base.clone();
+    let parent_id = on.parent;
     let sequence_number = meta.next_sequence_number();
     let schema = meta.current_schema().clone();
     let location = table.location().to_string();
@@ -331,7 +370,6 @@ pub async fn produce(
     let first_row_id = (version == FormatVersion::V3).then(|| meta.next_row_id());
     let list_result: Result<Option<u64>> = async {
         let out = file_io.new_output(&list_path)?.writer().await?;
-        let parent_id = parent.as_ref().map(|p| p.snapshot_id());
         let mut list = match version {
             FormatVersion::V1 => ManifestListWriter::v1(out, snapshot_id, parent_id),
             FormatVersion::V2 => {
@@ -359,13 +397,13 @@ pub async fn produce(
 
     let summary = summarize(&changes, &removed_files, &live_after);
     let now = chrono::Utc::now().timestamp_millis();
-    let timestamp_ms = parent
-        .as_ref()
+    let timestamp_ms = parent_id
+        .and_then(|p| meta.snapshot_by_id(p))
         .map_or(now, |p| now.max(p.timestamp_ms() + 1))
         .max(meta.last_updated_ms());
     let builder = Snapshot::builder()
         .with_snapshot_id(snapshot_id)
-        .with_parent_snapshot_id(parent.as_ref().map(|p| p.snapshot_id()))
+        .with_parent_snapshot_id(parent_id)
         .with_sequence_number(if version == FormatVersion::V1 {
             0
         } else {
@@ -382,24 +420,24 @@ pub async fn produce(
         Some((first, added)) => builder.with_row_range(first, added).build(),
         None => builder.build(),
     };
+    let mut updates = vec![TableUpdate::AddSnapshot { snapshot }];
+    let mut requirements = vec![TableRequirement::UuidMatch { uuid: meta.uuid() }];
+    if let Some(r) = &on.set_ref {
+        updates.push(TableUpdate::SetSnapshotRef {
+            ref_name: r.clone(),
+            reference: SnapshotReference::new(
+                snapshot_id,
+                SnapshotRetention::branch(None, None, None),
+            ),
+        });
+        requirements.push(TableRequirement::RefSnapshotIdMatch {
+            r#ref: r.clone(),
+            snapshot_id: parent_id,
+        });
+    }
     Ok(ActionCommit {
-        updates: vec![
-            TableUpdate::AddSnapshot { snapshot },
-            TableUpdate::SetSnapshotRef {
-                ref_name: "main".into(),
-                reference: SnapshotReference::new(
-                    snapshot_id,
-                    SnapshotRetention::branch(None, None, None),
-                ),
-            },
-        ],
-        requirements: vec![
-            TableRequirement::UuidMatch { uuid: meta.uuid() },
-            TableRequirement::RefSnapshotIdMatch {
-                r#ref: "main".into(),
-                snapshot_id: parent.as_ref().map(|p| p.snapshot_id()),
-            },
-        ],
+        updates,
+        requirements,
         written,
         snapshot_id: Some(snapshot_id),
         trim_metadata_log: false,

@@ -65,6 +65,7 @@ pub async fn explain(a: ExplainArgs, config: Option<&Path>) -> anyhow::Result<Ex
             "blocked": p.blocked,
             "searched": e.searched,
             "stores": e.stores,
+            "history": e.history,
             "store_blockers": e.store_blockers,
             "warnings": e.warnings,
         }))?,
@@ -126,6 +127,28 @@ pub async fn explain(a: ExplainArgs, config: Option<&Path>) -> anyhow::Result<Ex
             for (t, why) in &p.blocked {
                 for w in why {
                     println!("blocked by {t}: {w}");
+                }
+            }
+            for (t, h) in &e.history {
+                println!(
+                    "history of {t}: a twin without the subject for {} kept snapshot(s), {} file(s) rewritten ({} bytes):",
+                    h.twins.len(),
+                    h.files_rewritten,
+                    h.bytes_rewritten
+                );
+                for w in &h.twins {
+                    println!(
+                        "  snapshot {} ({}): {} row(s) of the subject, {} file(s), {} delete file(s) resolved",
+                        w.original,
+                        if w.refs.is_empty() {
+                            w.kept_because.clone()
+                        } else {
+                            w.refs.join(", ")
+                        },
+                        w.rows_matched,
+                        w.files_rewritten,
+                        w.delete_files_resolved
+                    );
                 }
             }
             if !e.stores.is_empty() {

@@ -5,8 +5,9 @@
 //! columns at once, each null in some rows: the ID by name, a copy of it declared in
 //! metadata.toml or by an OpenLineage IDENTITY edge, derived `a-{id}` / `a-{id}#*` patterns, and
 //! SHA-256 / MD5 hashes declared with `transform`; random partitioning, several snapshots,
-//! PyIceberg deletes; now and then a tag, a branch or `min-snapshots-to-keep = 3` that must make
-//! lethe refuse). Each shape is erased by the `lethe` binary in one batch (`erase
+//! PyIceberg deletes; now and then a tag, a branch or `min-snapshots-to-keep = 3`, which must
+//! make lethe refuse — or, in half of those shapes, which retention.toml tells lethe to
+//! rewrite: every ref must then still read its rows but the erased customers'). Each shape is erased by the `lethe` binary in one batch (`erase
 //! --subjects-file`; lethe's own logical check after it must find nothing, and the attestation
 //! of the batch's first request must say logical erasure COMPLETE), then
 //! `random_warehouse.py check` — PyIceberg and matching written
@@ -157,8 +158,10 @@ fn erase_shape(i: usize, dir: &Path) -> Erased {
             tail(&text(&out.stderr), 2000)
         ));
     }
-    for f in ["subjects.toml", "metadata.toml"] {
-        std::fs::copy(dir.join("gov").join(f), home.join("governance").join(f)).unwrap();
+    for f in ["subjects.toml", "metadata.toml", "retention.toml"] {
+        if dir.join("gov").join(f).exists() {
+            std::fs::copy(dir.join("gov").join(f), home.join("governance").join(f)).unwrap();
+        }
     }
     for e in std::fs::read_dir(dir.join("gov/lineage")).unwrap() {
         let p = e.unwrap().path();

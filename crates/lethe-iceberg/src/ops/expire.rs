@@ -639,6 +639,13 @@ pub async fn expire(
 /// used by the erasure preflight. Empty when expiry can remove everything but the current
 /// snapshot.
 pub fn blockers(table: &LoadedTable) -> Result<Vec<String>> {
+    let mut out = gc_blockers(table);
+    out.extend(history_blockers(table)?);
+    Ok(out)
+}
+
+/// Of [`blockers`], `gc.enabled=false`: nothing lethe may do about it.
+pub fn gc_blockers(table: &LoadedTable) -> Vec<String> {
     let mut out = Vec::new();
     if table
         .property("gc.enabled")
@@ -646,6 +653,13 @@ pub fn blockers(table: &LoadedTable) -> Result<Vec<String>> {
     {
         out.push("gc.enabled=false turns off garbage collection for the table".to_string());
     }
+    out
+}
+
+/// Of [`blockers`], the history the table keeps: `min-snapshots-to-keep` above 1, refs other
+/// than `main` (what a rewrite of kept history, [`crate::ops::twins`], can replace).
+pub fn history_blockers(table: &LoadedTable) -> Result<Vec<String>> {
+    let mut out = Vec::new();
     if let Some(n) = prop_i64(table, "history.expire.min-snapshots-to-keep")?
         && n > 1
     {

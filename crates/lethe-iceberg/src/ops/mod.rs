@@ -8,3 +8,4 @@ pub mod query_tasks;
 pub mod rewrite;
 pub mod rewrite_tasks;
 pub mod sweep;
+pub mod twins;

@@ -65,6 +65,12 @@ pub struct TableEvidence {
     pub residual: TableResidual,
     /// The logical check per snapshot the table keeps ([`crate::erasure::logical`]).
     pub snapshots: Vec<crate::erasure::logical::SnapshotCount>,
+    /// The table's kept history rewritten without the subject (retention.toml `[snapshots]
+    /// history = "rewrite"`): per kept snapshot, the refs pointing at it, the snapshot IDs old
+    /// → new and the rows before and after, so that numbers published from a tag can be
+    /// reconciled. Empty when the table keeps no history.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<lethe_iceberg::ops::twins::Twin>,
 }
 
 /// What remains in one table: rows, values and files, each counted apart (never added).
@@ -316,6 +322,7 @@ pub async fn attest(
                     ..Default::default()
                 },
                 snapshots: Vec::new(),
+                history: Vec::new(),
             });
             continue;
         }
@@ -370,6 +377,7 @@ pub async fn attest(
             verified_at: now.clone(),
             residual,
             snapshots: found.map(|t| t.snapshots.clone()).unwrap_or_default(),
+            history: s.twins.clone(),
         });
     }
     let mut cleanup = BTreeMap::new();
@@ -1116,6 +1124,28 @@ pub fn html(a: &Attestation, plan: &crate::erasure::plan::Plan) -> String {
             )
         })
         .collect();
+    let mut history = String::new();
+    for t in a.tables.iter().filter(|t| !t.history.is_empty()) {
+        for w in &t.history {
+            history.push_str(&format!(
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{} &rarr; {}</td><td>{} &rarr; {}</td></tr>",
+                esc(&t.table),
+                esc(&if w.refs.is_empty() { w.kept_because.clone() } else { w.refs.join(", ") }),
+                w.files_rewritten,
+                w.original,
+                w.twin.map_or("-".to_string(), |x| x.to_string()),
+                w.rows_before,
+                w.rows_after
+            ));
+        }
+    }
+    let history = if history.is_empty() {
+        "<p>No table's kept history was rewritten.</p>".to_string()
+    } else {
+        format!(
+            "<table><tr><th>table</th><th>refs (or why kept)</th><th>files rewritten</th><th>snapshot old &rarr; new</th><th>rows before &rarr; after</th></tr>{history}</table>"
+        )
+    };
     let reviews: Vec<String> = a
         .reviews
         .iter()
@@ -1147,6 +1177,7 @@ pub fn html(a: &Attestation, plan: &crate::erasure::plan::Plan) -> String {
 <h2>Plan</h2><p>Coverage: {disc} tables discovered, {res} resolved automatically, {ex} exempt, {unres} unresolved ({pct:.1}%).</p>{svg}\
 <h2>Manifest: every system ({mstatus})</h2><p>Received {mrec}; due {deadline}; certified {certified}.</p><table><tr><th>system</th><th>kind</th><th>action</th><th>mechanism</th><th>records</th><th>started</th><th>verified</th><th>took</th><th>residual</th></tr>{systems}</table><h3>Hand-offs</h3>{hand_offs}\
 <h2>Per table</h2><table><tr><th>table</th><th>action</th><th>rows affected</th><th>commits</th><th>residual</th></tr>{rows}</table>\
+<h2>Kept history rewritten</h2>{history}\
 <h2>Cleanup</h2><table>{cleanup}</table><h2>Proof scan</h2><table>{scan}</table><h2>Searched for</h2>{traces}<h2>Files holding traces</h2>{holding}\
 <h2>Mentions for review</h2><p>{mentions} row(s) elsewhere mention the subject.</p><h3>Decisions</h3>{reviews}<h3>Traces kept after review</h3>{kept}<h2>Outside the warehouse</h2>{residuals}\
 <h2>Case file</h2><table>{case}</table><p>This page holds no value of the person: IDs of requests, tables, snapshots and files, and counts.</p></body></html>",
@@ -1177,6 +1208,7 @@ pub fn html(a: &Attestation, plan: &crate::erasure::plan::Plan) -> String {
         traces = list(&a.searched.traces),
         mentions = a.mentions.values().map(|m| m.rows).sum::<u64>(),
         reviews = list(&reviews),
+        history = history,
         kept = list(&a.kept_after_review),
         residuals = list(&residuals),
         mstatus = esc(&a.manifest.status),

@@ -26,6 +26,9 @@ pub struct Explained {
     pub stores: Vec<StoreStep>,
     /// Stores that would stop the erasure before it starts, with why.
     pub store_blockers: Vec<(String, String)>,
+    /// Per table whose kept history the erasure would rewrite (retention.toml `[snapshots]`):
+    /// the kept snapshots that would get twins, their refs, rows, and the files rewritten.
+    pub history: std::collections::BTreeMap<String, lethe_iceberg::ops::twins::TwinsReport>,
     /// What would keep the attestation from COMPLETE, in words: the plan's own verdict aside
     /// (UNRESOLVED tables, blocked tables), personal columns that are not traces, other
     /// people's rows that quote the subject (mentions to review), stores that can't be probed,
@@ -69,6 +72,7 @@ pub async fn explain_with(ws: &Workspace, subject: &SubjectRef, draw: bool) -> R
         .collect();
     let case = prepared.cases.first().cloned().unwrap_or_default();
     let searched = searched(ws, &gov, &case, &changed).await?;
+    let history = plan_history(ws, &prepared.steps).await?;
     let today = crate::erasure::holds::day_or_today(ws, None);
     let due = crate::requests::deadline::due(today, 0)?;
     let store_plan = plan_stores(ws, &gov, &p, today, due).await?;
@@ -114,10 +118,42 @@ pub async fn explain_with(ws: &Workspace, subject: &SubjectRef, draw: bool) -> R
         searched,
         stores: store_plan.steps,
         store_blockers: store_plan.blockers,
+        history,
         warnings,
         verdict,
         governance: gov,
     })
+}
+
+/// The twins each history-rewriting step would write ([`lethe_iceberg::ops::twins::plan_twins`]):
+/// reads the kept snapshots' candidate files, writes nothing.
+async fn plan_history(
+    ws: &Workspace,
+    steps: &[crate::erasure::erase::JournalStep],
+) -> Result<std::collections::BTreeMap<String, lethe_iceberg::ops::twins::TwinsReport>> {
+    use lethe_iceberg::ops::rewrite::RowChange;
+    let mut out = std::collections::BTreeMap::new();
+    for s in steps.iter().filter(|s| s.history.is_some()) {
+        let Some(predicate) = s.predicate() else {
+            continue;
+        };
+        let change = match s.action {
+            crate::erasure::plan::Action::Rewrite => RowChange::SetNull(s.erase_columns.clone()),
+            _ => RowChange::Delete,
+        };
+        let spec = lethe_iceberg::ops::twins::TwinsSpec {
+            predicate,
+            change,
+            summary: Default::default(),
+            options: Default::default(),
+        };
+        let name = lethe_iceberg::catalog::TableName::parse(&s.table)?;
+        out.insert(
+            s.table.clone(),
+            lethe_iceberg::ops::twins::plan_twins(&ws.warehouse, &name, &spec).await?,
+        );
+    }
+    Ok(out)
 }
 
 /// Stores the attestation could never call verified: those that can't be probed or deleted

@@ -15,6 +15,13 @@
 //! [snapshots]                    # history.expire.* generated for every table
 //! max_snapshot_age_hours = 120
 //! min_snapshots_to_keep = 1
+//! history = "refuse"             # what an erasure does where a table keeps history: refuse
+//!                                # (default), or "rewrite" (a twin without the subject for
+//!                                # every kept snapshot; needs `reason`)
+//! [snapshots.tables."finance.ledger"]   # per table (wins over the default above)
+//! history = "rewrite"
+//! reason = "the quarter's reports are reproduced from tag q3_close"
+//! decided_by = "finance controller"
 //!
 //! [statistics]
 //! protected = "none"             # metrics mode for personal, sensitive and unclassified columns
@@ -84,22 +91,101 @@ pub struct Erasure {
     pub exceptions: BTreeMap<String, Exception>,
 }
 
-/// The snapshots section: what `history.expire.*` properties every table gets.
+/// What an erasure does where a table keeps history the subject's rows are in: a tag or a
+/// branch, or `main`'s older snapshots that `min-snapshots-to-keep` keeps.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HistoryPolicy {
+    /// Refuse before changing anything, naming the table and what keeps its history.
+    #[default]
+    Refuse,
+    /// Write a twin of every kept snapshot without the subject, point every ref at its twin,
+    /// expire the originals ([`lethe_iceberg::ops::twins`]).
+    Rewrite,
+}
+
+/// One table's history decision (`[snapshots.tables."ns.table"]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TableHistory {
+    /// `refuse` or `rewrite`.
+    pub history: HistoryPolicy,
+    /// Why (required with `rewrite`): the history kept and why it must stay readable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Who decided (a role).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<String>,
+}
+
+/// A decision to rewrite a table's kept history, as an erasure applies it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryDecision {
+    /// Why.
+    pub reason: String,
+    /// Who decided, when recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<String>,
+}
+
+/// The snapshots section: what `history.expire.*` properties every table gets, and what an
+/// erasure does where a table keeps history.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Snapshots {
     /// `history.expire.max-snapshot-age-ms`, in hours.
+    #[serde(default = "default_age_hours")]
     pub max_snapshot_age_hours: u64,
     /// `history.expire.min-snapshots-to-keep`.
+    #[serde(default = "default_min_snapshots")]
     pub min_snapshots_to_keep: u32,
+    /// For every table: `refuse` (default) or `rewrite`.
+    #[serde(default)]
+    pub history: HistoryPolicy,
+    /// Why (required with `history = "rewrite"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Who decided (a role).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<String>,
+    /// Per table, over the default.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tables: BTreeMap<String, TableHistory>,
+}
+
+fn default_age_hours() -> u64 {
+    120
+}
+
+fn default_min_snapshots() -> u32 {
+    1
 }
 
 impl Default for Snapshots {
     fn default() -> Self {
         Snapshots {
-            max_snapshot_age_hours: 120,
-            min_snapshots_to_keep: 1,
+            max_snapshot_age_hours: default_age_hours(),
+            min_snapshots_to_keep: default_min_snapshots(),
+            history: HistoryPolicy::Refuse,
+            reason: None,
+            decided_by: None,
+            tables: BTreeMap::new(),
         }
+    }
+}
+
+impl Snapshots {
+    /// The decision to rewrite `table`'s kept history, if retention.toml records one (a
+    /// table's own entry wins over the default).
+    pub fn rewrite_of(&self, table: &str) -> Option<HistoryDecision> {
+        let (policy, reason, decided_by) = match self.tables.get(table) {
+            Some(t) => (t.history, &t.reason, &t.decided_by),
+            None => (self.history, &self.reason, &self.decided_by),
+        };
+        (policy == HistoryPolicy::Rewrite).then(|| HistoryDecision {
+            reason: reason.clone().unwrap_or_default(),
+            decided_by: decided_by.clone(),
+        })
     }
 }
 
@@ -190,6 +276,25 @@ impl RetentionFile {
                 return Err(f.error_at(
                     &key,
                     format!("the exception for `{table}` keeps rows that no retention rule ever ends: add a rule in [tables.\"{table}\"]"),
+                ));
+            }
+        }
+        let snaps = &f.value.snapshots;
+        if snaps.history == HistoryPolicy::Rewrite
+            && snaps.reason.as_deref().is_none_or(|r| r.trim().is_empty())
+        {
+            return Err(f.error_at(
+                "snapshots.history",
+                "history = \"rewrite\" needs a `reason`: why the tables' history is kept and must stay readable",
+            ));
+        }
+        for (table, t) in &snaps.tables {
+            if t.history == HistoryPolicy::Rewrite
+                && t.reason.as_deref().is_none_or(|r| r.trim().is_empty())
+            {
+                return Err(f.error_at(
+                    &format!("snapshots.tables.\"{table}\".history"),
+                    format!("history = \"rewrite\" for `{table}` needs a `reason`: why its history is kept and must stay readable"),
                 ));
             }
         }
@@ -292,6 +397,30 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("statistics.protected"), "{e}");
+    }
+
+    #[test]
+    fn a_history_rewrite_needs_its_reason_and_a_tables_entry_wins() {
+        let e = load("[snapshots]\nhistory = \"rewrite\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("retention.toml:2:") && e.contains("needs a `reason`"),
+            "{e}"
+        );
+        let e = load("[snapshots.tables.\"f.l\"]\nhistory = \"rewrite\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("snapshots.tables.\"f.l\".history"), "{e}");
+        let f = load("[snapshots]\nhistory = \"rewrite\"\nreason = \"reports\"\n[snapshots.tables.\"f.l\"]\nhistory = \"refuse\"\n").unwrap();
+        let s = &f.value.snapshots;
+        assert_eq!(
+            s.min_snapshots_to_keep, 1,
+            "defaults stay when only `history` is given"
+        );
+        assert_eq!(s.rewrite_of("a.b").unwrap().reason, "reports");
+        assert!(s.rewrite_of("f.l").is_none());
+        assert!(load("[snapshots]\nhistory = \"keep\"\n").is_err());
     }
 
     #[test]

@@ -64,6 +64,14 @@ pub struct JournalStep {
     /// agree.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checked_rows: Option<u64>,
+    /// The rewrite of the table's kept history the step carries, when its table keeps
+    /// history and retention.toml decides to rewrite it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history: Option<crate::erasure::plan::HistoryRewrite>,
+    /// What the step's commit twinned: per kept snapshot, the original and its twin, the refs
+    /// moved, rows before and after ([`lethe_iceberg::ops::twins`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub twins: Vec<lethe_iceberg::ops::twins::Twin>,
 }
 
 /// A further column selecting a step's rows, with its values.

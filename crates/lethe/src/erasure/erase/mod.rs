@@ -75,6 +75,7 @@ use futures::future::BoxFuture;
 use lethe_iceberg::catalog::TableName;
 use lethe_iceberg::ops::history::PurgeHistory;
 use lethe_iceberg::ops::rewrite::{RowRewrite, rewrite_rows};
+use lethe_iceberg::ops::twins::{TwinsSpec, rewrite_history};
 use serde::Serialize;
 
 pub use journal::{
@@ -455,10 +456,12 @@ async fn run_steps(
     for (k, piece) in pieces.iter().enumerate() {
         let Piece::Step(i) = piece else { continue };
         let s = &journal.steps[*i];
+        // A rewrite of the table's kept history expires the originals in its own commit.
+        let twins = s.history.is_some();
         if matches!(s.action, Action::Delete | Action::Rewrite)
             && row_change(s)?.is_some()
             && !cleanup::phase_done(journal, &s.table, "history")
-            && !touches[k + 1..].iter().any(|t| t.touches(&s.table))
+            && (twins || !touches[k + 1..].iter().any(|t| t.touches(&s.table)))
         {
             purging.insert(*i);
         }
@@ -610,6 +613,9 @@ fn record_step(
     if let Some(rows) = landed.rows {
         s.rows = rows;
     }
+    if !landed.twins.is_empty() {
+        s.twins = landed.twins;
+    }
     s.done = true;
     if let Some(counts) = &landed.history {
         progress(&format!("cleanup history {table}: in the step's commit"));
@@ -634,6 +640,8 @@ struct Landed {
     finished_at: String,
     /// The table's history phase, when the step's commit purged it.
     history: Option<TableCleanup>,
+    /// The twins the step's commit wrote (a rewrite of kept history).
+    twins: Vec<lethe_iceberg::ops::twins::Twin>,
 }
 
 /// The row change a DELETE or REWRITE step makes: DELETE as a row delete, REWRITE nulling the
@@ -689,9 +697,13 @@ fn step_work(
                 started_at: now.clone(),
                 finished_at: now,
                 history: None,
+                twins: Vec::new(),
             })
         }));
     };
+    if step.history.is_some() {
+        return twins_work(ws, step, spec, tag);
+    }
     let mut spec = spec
         .with_summary("erasure-request", tag.to_string())
         .with_engine(ws.engines.rewrite.clone());
@@ -712,6 +724,47 @@ fn step_work(
             started_at,
             finished_at: Utc::now().to_rfc3339(),
             history: r.history.as_ref().map(cleanup::history_counts),
+            twins: Vec::new(),
+        })
+    }))
+}
+
+/// A DELETE or REWRITE step on a table that keeps history retention.toml decides to rewrite:
+/// one commit that writes a twin of every kept snapshot without the rows `spec` selects (or
+/// with its columns nulled), moves every ref to its twin and expires the originals
+/// ([`rewrite_history`]); it is the step's row change and its table's history phase.
+fn twins_work(
+    ws: &Workspace,
+    step: &JournalStep,
+    spec: RowRewrite,
+    tag: &str,
+) -> Result<BoxFuture<'static, Result<Landed>>> {
+    let name = TableName::parse(&step.table)?;
+    let mut summary = spec.summary.clone();
+    summary.insert("erasure-request".into(), tag.to_string());
+    let twins = TwinsSpec {
+        predicate: spec.predicate,
+        change: spec.change,
+        summary,
+        options: spec.options,
+    };
+    let wh = ws.warehouse.for_concurrent_work();
+    Ok(Box::pin(async move {
+        let started_at = Utc::now().to_rfc3339();
+        let r = rewrite_history(&wh, &name, &twins).await?;
+        Ok(Landed {
+            snapshot_id: r.snapshot_id,
+            rows: Some(r.rows_matched_on_main()),
+            how: None,
+            started_at,
+            finished_at: Utc::now().to_rfc3339(),
+            history: Some(TableCleanup {
+                snapshots_expired: r.expired.len(),
+                files_removed: r.files_deleted,
+                manifests_rewritten: usize::from(r.snapshot_id.is_some()),
+                ..Default::default()
+            }),
+            twins: r.twins,
         })
     }))
 }
@@ -751,6 +804,7 @@ fn recompute_work(
             started_at,
             finished_at: Utc::now().to_rfc3339(),
             history: None,
+            twins: Vec::new(),
         })
     }))
 }

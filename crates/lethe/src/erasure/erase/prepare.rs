@@ -757,6 +757,8 @@ async fn journal_steps(
             held: s.held.clone(),
             recompute: None,
             checked_rows: None,
+            history: s.history.clone(),
+            twins: Vec::new(),
         });
     }
     Ok(steps)
@@ -922,7 +924,7 @@ pub(super) async fn plan_erasure(
                 msg.push_str(&format!("\n  {t}: {w}"));
             }
         }
-        msg.push_str("\nnothing was changed; decide with the tables' owners, then run again");
+        msg.push_str("\nnothing was changed; decide with the tables' owners, then run again — or keep their history readable without the subject: `history = \"rewrite\"` with a `reason` in governance/retention.toml's [snapshots] (for every table) or [snapshots.tables.\"ns.table\"] (a twin of every kept snapshot without the subject, refs moved to them)");
         return Err(Error::Refused(msg));
     }
     if p.coverage.unresolved > 0 && !opts.accept_incomplete {

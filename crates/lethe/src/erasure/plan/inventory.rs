@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use lethe_iceberg::catalog::TableName;
 use lethe_iceberg::nested::{field_paths, type_name};
-use lethe_iceberg::ops::expire::blockers;
+use lethe_iceberg::ops::expire::{gc_blockers, history_blockers};
 use lethe_iceberg::predicate::Value;
 use lethe_iceberg::table::{LoadedTable, Warehouse};
 use lethe_lineage::{GraphBuilder, LineageGraph, Window, parse_events};
@@ -28,8 +28,12 @@ pub struct TableInfo {
     /// Its schemas, the current one first (empty for inventories built by hand): governance
     /// paths are checked against them.
     pub schemas: Vec<iceberg::spec::SchemaRef>,
-    /// Settings that would keep a subject after an erasure.
+    /// Settings that would keep a subject after an erasure whatever lethe does
+    /// (`gc.enabled=false`).
     pub blockers: Vec<String>,
+    /// The history the table keeps (refs other than `main`, `min-snapshots-to-keep` above 1):
+    /// blockers unless retention.toml decides to rewrite it ([`crate::governance::retention`]).
+    pub keeps_history: Vec<String>,
     /// Iceberg identifier fields (row key), by name.
     pub identifier_fields: Vec<String>,
     /// Why lethe can't change this table correctly yet (delete files it can't rewrite, column
@@ -102,7 +106,8 @@ async fn read_table(wh: &Warehouse, name: TableName) -> Result<Read> {
             .map(|p| p.name)
             .collect(),
         schemas,
-        blockers: blockers(&t)?,
+        blockers: gc_blockers(&t),
+        keeps_history: history_blockers(&t)?,
         identifier_fields: schema
             .identifier_field_ids()
             .filter_map(|id| schema.name_by_field_id(id).map(str::to_string))

@@ -113,6 +113,11 @@ pub struct Step {
     pub pipeline: Option<String>,
     /// Settings that would keep the subject after the erasure.
     pub blockers: Vec<String>,
+    /// The table keeps history (refs, retained snapshots) and retention.toml decides to
+    /// rewrite it: a twin without the subject for every kept snapshot, refs moved to them
+    /// (see [`lethe_iceberg::ops::twins`]). What it keeps, and the decision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history: Option<HistoryRewrite>,
     /// A legal hold that keeps this step from running (set for a request, never by the
     /// pure planner): the step is HELD, its action waits until the hold ends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -150,6 +155,15 @@ impl Step {
         );
         out
     }
+}
+
+/// A step's rewrite of the history its table keeps.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryRewrite {
+    /// What keeps the history (a tag, a branch, `min-snapshots-to-keep`), in words.
+    pub keeps: Vec<String>,
+    /// The decision (retention.toml `[snapshots]`).
+    pub decision: crate::governance::retention::HistoryDecision,
 }
 
 /// A legal hold on a step (`governance/holds.toml`), as the evidence states it.

@@ -96,14 +96,11 @@ impl Planner<'_> {
             evidence: None,
             reason: None,
             pipeline: None,
-            blockers: self
-                .inv
-                .tables
-                .get(name)
-                .map(|t| t.blockers.clone())
-                .unwrap_or_default(),
+            blockers: Vec::new(),
+            history: None,
             held: None,
         };
+        self.history_of(&mut step);
         let best = self.selecting_columns(name, reached);
         let unresolved: Vec<String> = reached
             .map(|r| r.unresolved().map(|u| u.to_string()).collect())
@@ -153,6 +150,18 @@ impl Planner<'_> {
             return None;
         }
         self.leave_unsupported(&mut step);
+        // Only rows a column addresses can be taken out of kept snapshots: a RECOMPUTE (or
+        // UNRESOLVED) table's kept history stays a blocker.
+        if !matches!(step.action, Action::Delete | Action::Rewrite)
+            && let Some(h) = step.history.take()
+        {
+            step.blockers.extend(h.keeps.into_iter().map(|k| {
+                format!(
+                    "{k} (a {} table's kept history can't be rewritten row by row)",
+                    step.action
+                )
+            }));
+        }
         Some(step)
     }
 
@@ -245,6 +254,27 @@ impl Planner<'_> {
         }
         all.sort_by(|a, b| (a.rank, &a.column, &a.label).cmp(&(b.rank, &b.column, &b.label)));
         all
+    }
+
+    /// The step's blockers: `gc.enabled=false`, and the history its table keeps unless
+    /// retention.toml decides to rewrite it (then the step carries the rewrite instead).
+    fn history_of(&self, step: &mut Step) {
+        let Some(t) = self.inv.tables.get(&step.table) else {
+            return;
+        };
+        step.blockers = t.blockers.clone();
+        if t.keeps_history.is_empty() {
+            return;
+        }
+        match self.gov.retention.value.snapshots.rewrite_of(&step.table) {
+            Some(decision) => {
+                step.history = Some(super::HistoryRewrite {
+                    keeps: t.keeps_history.clone(),
+                    decision,
+                });
+            }
+            None => step.blockers.extend(t.keeps_history.iter().cloned()),
+        }
     }
 
     /// An IDENTITY edge from another dataset into `name.field`, if lineage has one.

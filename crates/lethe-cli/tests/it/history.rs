@@ -1,0 +1,361 @@
+//! Issue 45: erasing a person from the history a table keeps — a tag, a branch with snapshots of
+//! its own, `min-snapshots-to-keep = 3` on main — without taking time travel away from everyone
+//! else. The fixture is written by PyIceberg (tests/interop/make_history_fixture.py) or by Spark
+//! (scripts/spark_tool.py), and read back by both after lethe's erasure: every ref and every
+//! kept snapshot, compared row by row with the same ref before.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+use crate::common::{interop_dir, python};
+
+const KEY: &str = "history-test-register-key-0123456789abcdef";
+const SUBJECT: &str = "CGB0000113";
+
+const REWRITE: &str = "\n[snapshots.tables.\"finance.ledger\"]\nhistory = \"rewrite\"\nreason = \"the quarter's reports are reproduced from tag q3_close\"\ndecided_by = \"finance controller\"\n";
+
+/// A warehouse (`src`, catalog name `lethe`) and a lethe folder over it (`home`).
+struct Fixture {
+    _dir: tempfile::TempDir,
+    src: PathBuf,
+    home: PathBuf,
+}
+
+impl Fixture {
+    /// The PyIceberg-written fixture.
+    fn pyiceberg() -> Fixture {
+        let f = Fixture::empty();
+        let out = Command::new(python())
+            .arg(interop_dir().join("make_history_fixture.py"))
+            .args(["make", &f.src.display().to_string(), "lethe"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        f.init();
+        f
+    }
+
+    fn empty() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src");
+        let home = dir.path().join("lethe");
+        std::fs::create_dir_all(&src).unwrap();
+        std::fs::create_dir_all(&home).unwrap();
+        Fixture {
+            _dir: dir,
+            src,
+            home,
+        }
+    }
+
+    fn init(&self) {
+        let catalog = format!("sqlite:///{}", self.src.join("catalog.db").display());
+        let warehouse = self.src.join("warehouse").display().to_string();
+        self.run(
+            &["init", "--catalog", &catalog, "--warehouse", &warehouse],
+            0,
+        );
+        std::fs::write(
+            self.home.join("governance/subjects.toml"),
+            "[customer]\nidentifiers = [\"crm.customers.customer_id\"]\n",
+        )
+        .unwrap();
+    }
+
+    fn lethe(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_lethe"))
+            .args(args)
+            .current_dir(&self.home)
+            .env_remove("LETHE_CONFIG")
+            .env_remove("LETHE_REGISTER_KEY_FILE")
+            .env("LETHE_REGISTER_KEY", KEY)
+            .output()
+            .expect("run lethe")
+    }
+
+    fn run(&self, args: &[&str], code: i32) -> String {
+        let out = self.lethe(args);
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "lethe {args:?}\nstdout:\n{}\nstderr:\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn json(&self, args: &[&str], code: i32) -> Value {
+        serde_json::from_str(&self.run(args, code)).expect("JSON")
+    }
+
+    fn allow_rewrite(&self) {
+        let p = self.home.join("governance/retention.toml");
+        let mut text = std::fs::read_to_string(&p).unwrap();
+        text.push_str(REWRITE);
+        std::fs::write(&p, text).unwrap();
+    }
+
+    /// Every table, ref and kept snapshot, read by PyIceberg.
+    fn read(&self) -> Value {
+        let out = Command::new(python())
+            .arg(interop_dir().join("make_history_fixture.py"))
+            .args(["read", &self.src.display().to_string(), "lethe"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+}
+
+/// Rows (lists of text values) of a snapshot.
+fn rows_of(v: &Value) -> Vec<Vec<Value>> {
+    v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_array().unwrap().clone())
+        .collect()
+}
+
+fn holds_subject(row: &[Value]) -> bool {
+    row.iter().any(|v| v.as_str() == Some(SUBJECT))
+}
+
+/// Per ref: the rows of the snapshot it points at.
+fn ref_rows(table: &Value) -> BTreeMap<String, Vec<Vec<Value>>> {
+    table["refs"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(name, id)| {
+            let s = &table["snapshots"][id.as_i64().unwrap().to_string()];
+            (name.clone(), rows_of(s))
+        })
+        .collect()
+}
+
+/// The whole claim on a warehouse that keeps history: without `history = "rewrite"` the
+/// erasure refuses naming the option and changes nothing; with it, `explain` lists the kept
+/// snapshots that get twins, the erasure rewrites them in one commit per table, and then every
+/// ref still reads — the same rows as before but the subject's, compared row by row — no kept
+/// snapshot holds the subject (PyIceberg time travel to each), the proof scan is clean and the
+/// attestation lists every ref with its rows before and after and its snapshot old → new.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tag_a_branch_and_kept_snapshots_are_rewritten_without_the_subject() {
+    let f = Fixture::pyiceberg();
+    let before = f.read();
+    let arg = format!("customer={SUBJECT}");
+
+    // Refused, naming the option; nothing changed.
+    let out = f.lethe(&[
+        "erase",
+        "--subject",
+        &arg,
+        "--request",
+        "erasure-0001",
+        "--min-age",
+        "0",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    for want in [
+        "tag `q3_close`",
+        "branch `audit`",
+        "min-snapshots-to-keep=3",
+        "history = \"rewrite\"",
+    ] {
+        assert!(err.contains(want), "{want}: {err}");
+    }
+    assert_eq!(f.read(), before, "the refusal changed nothing");
+
+    f.allow_rewrite();
+    let plan = f.json(&["explain", "--subject", &arg, "--json"], 0);
+    let twins = plan["history"]["finance.ledger"]["twins"]
+        .as_array()
+        .unwrap();
+    assert_eq!(
+        twins.len(),
+        6,
+        "3 kept on main (one tagged), 3 on audit: {plan:#}"
+    );
+    assert!(plan["blocked"].as_object().unwrap().is_empty(), "{plan:#}");
+
+    let erased = f.json(
+        &[
+            "erase",
+            "--subject",
+            &arg,
+            "--request",
+            "erasure-0002",
+            "--min-age",
+            "0",
+            "--json",
+        ],
+        0,
+    );
+    let step = erased["journal"]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["table"] == "finance.ledger")
+        .unwrap()
+        .clone();
+    assert_eq!(step["twins"].as_array().unwrap().len(), 6, "{step:#}");
+
+    // Every ref still reads: its rows before without the subject's, row for row.
+    let after = f.read();
+    let (b, a) = (&before["finance.ledger"], &after["finance.ledger"]);
+    let (rb, ra) = (ref_rows(b), ref_rows(a));
+    assert_eq!(
+        rb.keys().collect::<Vec<_>>(),
+        ra.keys().collect::<Vec<_>>(),
+        "every ref is still there"
+    );
+    for (name, rows) in &rb {
+        let want: Vec<Vec<Value>> = rows.iter().filter(|r| !holds_subject(r)).cloned().collect();
+        assert!(want.len() < rows.len(), "{name} held the subject before");
+        assert_eq!(ra[name], want, "ref {name}");
+    }
+    // No kept snapshot holds the subject; each twin names its original; the chains are kept.
+    let snaps = a["snapshots"].as_object().unwrap();
+    assert_eq!(snaps.len(), 6, "{a:#}");
+    for (id, s) in snaps {
+        assert!(
+            !rows_of(s).iter().any(|r| holds_subject(r)),
+            "snapshot {id} holds the subject"
+        );
+        let original = s["summary"]["lethe.twin-of"].as_str().unwrap();
+        assert!(
+            b["snapshots"].get(original).is_some(),
+            "{id} is the twin of {original}"
+        );
+    }
+    let audit_head = a["refs"]["audit"].as_i64().unwrap().to_string();
+    let mut depth = 0;
+    let mut cur = Some(audit_head);
+    while let Some(id) = cur {
+        depth += 1;
+        cur = snaps
+            .get(&id)
+            .and_then(|s| s["parent"].as_i64())
+            .map(|p| p.to_string())
+            .filter(|p| snaps.contains_key(p));
+    }
+    assert_eq!(
+        depth, 4,
+        "audit's three snapshots and the tagged one it started from"
+    );
+    // Other tables and other customers untouched but for the subject's rows.
+    for t in ["web.visits", "crm.customers"] {
+        let cur = |v: &Value| {
+            let id = v[t]["refs"]["main"].as_i64().unwrap().to_string();
+            rows_of(&v[t]["snapshots"][id])
+        };
+        let want: Vec<Vec<Value>> = cur(&before)
+            .into_iter()
+            .filter(|r| !holds_subject(r))
+            .collect();
+        assert_eq!(cur(&after), want, "{t}");
+    }
+
+    // The proof and the attestation.
+    let scan = f.json(&["scan", "--request", "erasure-0002", "--json"], 0);
+    assert_eq!(scan["files_holding"], 0, "{scan:#}");
+    let att = f.json(&["attest", "--request", "erasure-0002", "--json"], 0);
+    assert_eq!(att["verdict"]["logical"], "COMPLETE", "{att:#}");
+    let ledger = att["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["table"] == "finance.ledger")
+        .unwrap();
+    let history = ledger["history"].as_array().unwrap();
+    for name in ["main", "q3_close", "audit"] {
+        let w = history
+            .iter()
+            .find(|w| w["refs"].as_array().unwrap().iter().any(|r| r == name))
+            .unwrap_or_else(|| panic!("{name} in {ledger:#}"));
+        let old = w["original"].as_i64().unwrap();
+        let new = w["twin"].as_i64().unwrap();
+        assert_eq!(b["refs"][name], old, "{name}");
+        assert_eq!(a["refs"][name], new, "{name}");
+        assert_eq!(w["rows_before"], rb[name].len(), "{name}");
+        assert_eq!(w["rows_after"], ra[name].len(), "{name}");
+    }
+    assert!(!att.to_string().contains(SUBJECT));
+}
+
+/// The rewrite is a change like any other: another writer committing to `main` between
+/// lethe's plan and its commit (a PyIceberg append, through the failpoint the twins' plan
+/// offers) makes lethe's commit lose the race; it replans on the new state, the appended rows
+/// are kept on main, and still no kept snapshot holds the subject.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_writer_appending_to_main_during_the_rewrite_loses_nothing() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let f = Fixture::pyiceberg();
+    f.allow_rewrite();
+    let key_file = f.home.join("register.key");
+    std::fs::write(&key_file, KEY).unwrap();
+    let ws = lethe::workspace::Workspace::open(
+        &lethe::config::Config::load(&f.home.join("lethe.toml")).unwrap(),
+    )
+    .unwrap();
+    let fired = Arc::new(AtomicBool::new(false));
+    let (f2, src) = (fired.clone(), f.src.clone());
+    fail::cfg_callback("twins-planned/finance.ledger", move || {
+        if !f2.swap(true, Ordering::SeqCst) {
+            let lines: String = (5000..5004)
+                .map(|i| {
+                    format!(
+                        "{{\"entry_id\": {i}, \"customer_id\": \"CGB0000101\", \"amount\": 1.0, \"memo\": \"late\"}}\n"
+                    )
+                })
+                .collect();
+            crate::common::pyiceberg(&src, "append_rows.py", &["finance.ledger"], Some(&lines));
+        }
+    })
+    .unwrap();
+    let mut opts = crate::common::erase_opts();
+    opts.key_file = Some(key_file);
+    let r = lethe::erasure::erase::erase(
+        &ws,
+        &[lethe::erasure::case::RequestSpec {
+            request: "erasure-0001".into(),
+            subject: "customer".into(),
+            id: SUBJECT.into(),
+        }],
+        &opts,
+        &|_| {},
+    )
+    .await;
+    fail::remove("twins-planned/finance.ledger");
+    r.unwrap();
+    assert!(fired.load(Ordering::SeqCst), "the other writer ran");
+    let after = f.read();
+    let a = &after["finance.ledger"];
+    let main = &a["snapshots"][a["refs"]["main"].as_i64().unwrap().to_string()];
+    let late = rows_of(main)
+        .iter()
+        .filter(|r| r.iter().any(|v| v.as_str() == Some("late")))
+        .count();
+    assert_eq!(late, 4, "the appended rows are on main");
+    for (id, s) in a["snapshots"].as_object().unwrap() {
+        assert!(
+            !rows_of(s).iter().any(|r| holds_subject(r)),
+            "snapshot {id} holds the subject"
+        );
+    }
+}

@@ -534,7 +534,8 @@ def check_shape(shape_dir: str) -> dict:
                                  "missing": len(was - got), "unexpected": len(got - was)})
     cat.engine.dispose()
     return {"shape": shape["shape"], "dir": shape_dir, "ok": not failures,
-            "refuse": shape["refuse"], "snapshots_read": snapshots_read, "failures": failures}
+            "refuse": shape["refuse"], "rewrite": shape.get("rewrite"),
+            "snapshots_read": snapshots_read, "failures": failures}
 
 
 # --- self-erase (debug) ---------------------------------------------------------------------
@@ -603,6 +604,7 @@ def main(argv: list) -> int:
         "ok": not failed and bool(results),
         "shapes": len(results),
         "refusing": sum(1 for r in results if r["refuse"]),
+        "rewriting": sum(1 for r in results if r.get("rewrite")),
         "snapshots_read": sum(r["snapshots_read"] for r in results),
         "failed": [r["shape"] for r in failed],
         "results": results,

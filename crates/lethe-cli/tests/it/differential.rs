@@ -424,14 +424,15 @@ fn random_warehouses_keep_no_row_of_an_erased_subject_and_every_other_row() {
         )
     });
     eprintln!(
-        "differential: seed {}: make {:.1}s, erase {:.1}s ({workers} in parallel, slowest shape {:.1}s), check {:.1}s ({} snapshots read, {} shapes refusing)",
+        "differential: seed {}: make {:.1}s, erase {:.1}s ({workers} in parallel, slowest shape {:.1}s), check {:.1}s ({} snapshots read, {} shapes refusing, {} rewriting a table's kept history)",
         s.seed,
         make_time.as_secs_f64(),
         erase_time.as_secs_f64(),
         slowest.as_secs_f64(),
         check_time.as_secs_f64(),
         report["snapshots_read"],
-        report["refusing"]
+        report["refusing"],
+        report["rewriting"]
     );
 
     // Every shape that went wrong, with what lethe did to it.

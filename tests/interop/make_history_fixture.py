@@ -3,7 +3,9 @@ snapshots of its own, and min-snapshots-to-keep = 3 on main — in a SQL catalog
 local warehouse lethe did not write. Then reads it back.
 
 usage: make_history_fixture.py make DIR CATALOG_NAME
-       make_history_fixture.py read DIR CATALOG_NAME      (every ref and every kept snapshot)
+       make_history_fixture.py read DIR CATALOG_NAME [TABLE...]   (every ref and every kept
+                                                                  snapshot; default: the
+                                                                  fixture's three tables)
 
 `make` prints JSON: the subject, the refs and their snapshot ids, row counts. `read` prints, per
 table, per ref and per kept snapshot, the rows as lists of text values (sorted), so a test can
@@ -120,10 +122,10 @@ def make(out_dir: str, name: str) -> dict:
     }
 
 
-def read(out_dir: str, name: str) -> dict:
+def read(out_dir: str, name: str, tables: list) -> dict:
     cat = catalog(out_dir, name)
     out = {}
-    for table_name in ("crm.customers", "finance.ledger", "web.visits"):
+    for table_name in tables or ("crm.customers", "finance.ledger", "web.visits"):
         table = cat.load_table(table_name)
         refs = {}
         for ref_name, ref in table.metadata.refs.items():
@@ -145,8 +147,8 @@ def read(out_dir: str, name: str) -> dict:
 
 
 def main() -> int:
-    mode, out_dir, name = sys.argv[1:4]
-    result = make(out_dir, name) if mode == "make" else read(out_dir, name)
+    mode, out_dir, name, *tables = sys.argv[1:]
+    result = make(out_dir, name) if mode == "make" else read(out_dir, name, tables)
     print(json.dumps(result))
     return 0
 

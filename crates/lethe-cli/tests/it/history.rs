@@ -359,3 +359,200 @@ async fn a_writer_appending_to_main_during_the_rewrite_loses_nothing() {
         );
     }
 }
+
+/// Spark's statements that write a ledger of format `v` keeping history as the PyIceberg
+/// fixture does: two commits, a tag and a branch on the second, three commits on the branch,
+/// one more on main and a DELETE of other rows (copy-on-write in format 2, deletion vectors
+/// in format 3), `min-snapshots-to-keep = 3`.
+fn spark_ledger(v: u8) -> Vec<String> {
+    let t = format!("lethe.finance.ledger{v}");
+    let rows = |from: u32, to: u32, into: &str| {
+        format!(
+            "INSERT INTO {into} SELECT id, CASE WHEN id % 8 = 0 THEN '{SUBJECT}' ELSE concat('CGB00001', cast(10 + id % 30 AS string)) END, id * 1.5 FROM range({from}, {to})"
+        )
+    };
+    let mode = if v == 3 {
+        "merge-on-read"
+    } else {
+        "copy-on-write"
+    };
+    vec![
+        format!(
+            "CREATE TABLE {t} (entry_id bigint, customer_id string, amount double) USING iceberg TBLPROPERTIES ('format-version'='{v}', 'history.expire.min-snapshots-to-keep'='3', 'write.delete.mode'='{mode}')"
+        ),
+        rows(0, 64, &t),
+        rows(64, 128, &t),
+        format!("ALTER TABLE {t} CREATE TAG q3_close"),
+        format!("ALTER TABLE {t} CREATE BRANCH audit"),
+        rows(1000, 1032, &format!("{t}.branch_audit")),
+        rows(1032, 1064, &format!("{t}.branch_audit")),
+        rows(1064, 1096, &format!("{t}.branch_audit")),
+        rows(128, 192, &t),
+        format!("DELETE FROM {t} WHERE entry_id IN (129, 130, 131)"),
+    ]
+}
+
+/// One `sql` command of spark_tool.py.
+fn sql(statements: &[String]) -> Vec<String> {
+    let mut c = vec!["sql".to_string()];
+    for s in statements {
+        c.push("--statement".into());
+        c.push(s.clone());
+    }
+    c
+}
+
+/// Spark's rows of one statement's result as sorted lists of text values.
+fn spark_result_rows(result: &Value) -> Vec<Vec<Value>> {
+    let mut rows: Vec<Vec<Value>> = result["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            ["entry_id", "customer_id", "amount"]
+                .iter()
+                .map(|k| match &r[k] {
+                    Value::Null => Value::Null,
+                    v => Value::String(v.to_string().trim_matches('"').to_string()),
+                })
+                .collect()
+        })
+        .collect();
+    rows.sort_by_key(|r| r.iter().map(|v| v.to_string()).collect::<Vec<_>>());
+    rows
+}
+
+/// Per ref of each table, the rows Spark reads (`VERSION AS OF 'ref'`), and every snapshot id
+/// the table keeps.
+fn spark_read(
+    env: &[(String, String)],
+    dir: &std::path::Path,
+    tables: &[String],
+) -> BTreeMap<String, (BTreeMap<String, Vec<Vec<Value>>>, Vec<i64>)> {
+    let mut commands = Vec::new();
+    for t in tables {
+        let mut st: Vec<String> = ["main", "q3_close", "audit"]
+            .iter()
+            .map(|r| format!("SELECT * FROM lethe.{t} VERSION AS OF '{r}'"))
+            .collect();
+        st.push(format!("SELECT snapshot_id FROM lethe.{t}.snapshots"));
+        commands.push(sql(&st));
+    }
+    let args: Vec<Vec<&str>> = commands
+        .iter()
+        .map(|c| c.iter().map(String::as_str).collect())
+        .collect();
+    let out = crate::v3::spark_batch(env, dir, &args);
+    let mut read = BTreeMap::new();
+    for (t, o) in tables.iter().zip(out) {
+        let results = o["results"].as_array().unwrap();
+        let mut refs = BTreeMap::new();
+        for (i, r) in ["main", "q3_close", "audit"].iter().enumerate() {
+            refs.insert(r.to_string(), spark_result_rows(&results[i]));
+        }
+        let ids = results[3]["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["snapshot_id"].as_i64().unwrap())
+            .collect();
+        read.insert(t.clone(), (refs, ids));
+    }
+    read
+}
+
+/// The same claim on tables Spark wrote, format 2 (copy-on-write) and format 3 (deletion
+/// vectors): after lethe's rewrite Spark reads every ref with the rows it read before but the
+/// subject's, Spark time travel to every kept snapshot finds no row of the subject, and
+/// PyIceberg agrees on the format 2 table.
+#[tokio::test(flavor = "multi_thread")]
+async fn spark_written_tables_keep_every_ref_without_the_subject() {
+    let Some(env) = crate::v3::spark_env() else {
+        return;
+    };
+    let f = Fixture::empty();
+    let mut make = vec![
+        "CREATE NAMESPACE IF NOT EXISTS lethe.crm".to_string(),
+        "CREATE NAMESPACE IF NOT EXISTS lethe.finance".to_string(),
+        "CREATE TABLE lethe.crm.customers (customer_id string, email string) USING iceberg"
+            .to_string(),
+        format!(
+            "INSERT INTO lethe.crm.customers VALUES ('{SUBJECT}', 's@x.example'), ('CGB0000110', 'o@x.example')"
+        ),
+    ];
+    make.extend(spark_ledger(2));
+    make.extend(spark_ledger(3));
+    let c = sql(&make);
+    crate::v3::spark_batch(&env, &f.src, &[c.iter().map(String::as_str).collect()]);
+    f.init();
+    let p = f.home.join("governance/retention.toml");
+    let mut text = std::fs::read_to_string(&p).unwrap();
+    text.push_str("\n[snapshots]\nhistory = \"rewrite\"\nreason = \"the quarter's reports are reproduced from tag q3_close\"\n");
+    std::fs::write(&p, text).unwrap();
+    let tables = vec!["finance.ledger2".to_string(), "finance.ledger3".to_string()];
+    let before = spark_read(&env, &f.src, &tables);
+    f.run(
+        &[
+            "erase",
+            "--subject",
+            &format!("customer={SUBJECT}"),
+            "--request",
+            "erasure-0001",
+            "--min-age",
+            "0",
+        ],
+        0,
+    );
+    let after = spark_read(&env, &f.src, &tables);
+    for t in &tables {
+        let (refs_before, _) = &before[t];
+        let (refs_after, ids) = &after[t];
+        for (name, rows) in refs_before {
+            let want: Vec<Vec<Value>> =
+                rows.iter().filter(|r| !holds_subject(r)).cloned().collect();
+            assert!(want.len() < rows.len(), "{t} {name} held the subject");
+            assert_eq!(refs_after[name], want, "{t} ref {name} (Spark)");
+        }
+        assert_eq!(ids.len(), 6, "{t}: 3 kept on main (one tagged), 3 on audit");
+        let reads: Vec<String> = ids
+            .iter()
+            .map(|id| format!("SELECT * FROM lethe.{t} VERSION AS OF {id}"))
+            .collect();
+        let c = sql(&reads);
+        let out = crate::v3::spark_batch(&env, &f.src, &[c.iter().map(String::as_str).collect()]);
+        for (id, r) in ids.iter().zip(out[0]["results"].as_array().unwrap()) {
+            assert!(
+                !spark_result_rows(r).iter().any(|row| holds_subject(row)),
+                "{t} snapshot {id} holds the subject (Spark)"
+            );
+        }
+    }
+    // PyIceberg reads the format 2 table's refs as Spark does.
+    let py = {
+        let out = Command::new(python())
+            .arg(interop_dir().join("make_history_fixture.py"))
+            .args([
+                "read",
+                &f.src.display().to_string(),
+                "lethe",
+                "finance.ledger2",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    let py_refs = ref_rows(&py["finance.ledger2"]);
+    for (name, rows) in &after["finance.ledger2"].0 {
+        assert_eq!(
+            py_refs[name].len(),
+            rows.len(),
+            "PyIceberg reads ref {name} as Spark"
+        );
+        assert!(!py_refs[name].iter().any(|r| holds_subject(r)));
+    }
+}

@@ -675,7 +675,7 @@ async fn a_variant_column_is_the_reason_its_step_is_unresolved() {
 
 /// Spark's environment (`scripts/spark-env.sh`), or None (with the reason printed) when the
 /// machine has no Java 17/11: the only case these tests skip.
-fn spark_env() -> Option<Vec<(String, String)>> {
+pub(crate) fn spark_env() -> Option<Vec<(String, String)>> {
     if let Ok(why) = std::env::var("LETHE_SPARK_SKIP") {
         eprintln!("SKIPPED: Spark interop ({why})");
         return None;
@@ -718,7 +718,7 @@ fn spark_env() -> Option<Vec<(String, String)>> {
 
 /// Runs `commands` (argument lists without the catalog options) in one Spark session against
 /// the workspace in `dir`; one JSON object per command.
-fn spark_batch(
+pub(crate) fn spark_batch(
     env: &[(String, String)],
     dir: &Path,
     commands: &[Vec<&str>],

@@ -422,13 +422,16 @@ fn spark_result_rows(result: &Value) -> Vec<Vec<Value>> {
     rows
 }
 
+/// What Spark read of one table: per ref, its rows; and every snapshot id the table keeps.
+type SparkRead = (BTreeMap<String, Vec<Vec<Value>>>, Vec<i64>);
+
 /// Per ref of each table, the rows Spark reads (`VERSION AS OF 'ref'`), and every snapshot id
 /// the table keeps.
 fn spark_read(
     env: &[(String, String)],
     dir: &std::path::Path,
     tables: &[String],
-) -> BTreeMap<String, (BTreeMap<String, Vec<Vec<Value>>>, Vec<i64>)> {
+) -> BTreeMap<String, SparkRead> {
     let mut commands = Vec::new();
     for t in tables {
         let mut st: Vec<String> = ["main", "q3_close", "audit"]

@@ -3,6 +3,9 @@ snapshots of its own, and min-snapshots-to-keep = 3 on main — in a SQL catalog
 local warehouse lethe did not write. Then reads it back.
 
 usage: make_history_fixture.py make DIR CATALOG_NAME
+       make_history_fixture.py bench DIR CATALOG_NAME ROWS REFS   (the benchmark's table:
+                                         ROWS rows in 8 commits of main; REFS=1 adds the tag,
+                                         the branch's 3 commits and min-snapshots-to-keep = 3)
        make_history_fixture.py read DIR CATALOG_NAME [TABLE...]   (every ref and every kept
                                                                   snapshot; default: the
                                                                   fixture's three tables)
@@ -122,6 +125,59 @@ def make(out_dir: str, name: str) -> dict:
     }
 
 
+def bench(out_dir: str, name: str, rows: int, refs: bool) -> dict:
+    """A larger ledger for scripts/bench_history.sh: 10,000 customers (CGB0000000..), the
+    subject's share of rows as every customer's (1 in 10,000)."""
+    cat = catalog(out_dir, name)
+    for ns in ("crm", "finance"):
+        cat.create_namespace(ns)
+    n_customers = 10_000
+    customers = [f"CGB{n:07d}" for n in range(n_customers)]
+    c = cat.create_table(
+        "crm.customers",
+        Schema(
+            NestedField(1, "customer_id", StringType(), required=False),
+            NestedField(2, "email", StringType(), required=False),
+        ),
+    )
+    c.append(pa.table({"customer_id": customers,
+                       "email": [f"{x.lower()}@ledger-example.org" for x in customers]}))
+    props = {"history.expire.min-snapshots-to-keep": "3"} if refs else {}
+    ledger = cat.create_table(
+        "finance.ledger",
+        Schema(
+            NestedField(1, "entry_id", LongType(), required=False),
+            NestedField(2, "customer_id", StringType(), required=False),
+            NestedField(3, "amount", DoubleType(), required=False),
+            NestedField(4, "memo", StringType(), required=False),
+        ),
+        properties=props,
+    )
+    arrow = ledger.schema().as_arrow()
+    per = rows // 8
+
+    def chunk(start: int) -> pa.Table:
+        ids = list(range(start, start + per))
+        return pa.table({
+            "entry_id": pa.array(ids, pa.int64()),
+            "customer_id": [customers[(i * 7919) % n_customers] for i in ids],
+            "amount": pa.array([float(i % 997) for i in ids], pa.float64()),
+            "memo": [f"entry {i}" for i in ids],
+        }, schema=arrow)
+
+    for k in range(8):
+        ledger = cat.load_table("finance.ledger")
+        if refs and k == 2:
+            tagged = ledger.current_snapshot().snapshot_id
+            ledger.manage_snapshots().create_tag(tagged, "q3_close").create_branch(tagged, "audit").commit()
+            for b in range(3):
+                ledger = cat.load_table("finance.ledger")
+                ledger.append(chunk(rows + b * per), branch="audit")
+            ledger = cat.load_table("finance.ledger")
+        ledger.append(chunk(k * per))
+    return {"rows": rows, "refs": refs}
+
+
 def read(out_dir: str, name: str, tables: list) -> dict:
     cat = catalog(out_dir, name)
     out = {}
@@ -147,8 +203,13 @@ def read(out_dir: str, name: str, tables: list) -> dict:
 
 
 def main() -> int:
-    mode, out_dir, name, *tables = sys.argv[1:]
-    result = make(out_dir, name) if mode == "make" else read(out_dir, name, tables)
+    mode, out_dir, name, *rest = sys.argv[1:]
+    if mode == "make":
+        result = make(out_dir, name)
+    elif mode == "bench":
+        result = bench(out_dir, name, int(rest[0]), rest[1] == "1")
+    else:
+        result = read(out_dir, name, rest)
     print(json.dumps(result))
     return 0
 

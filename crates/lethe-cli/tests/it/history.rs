@@ -303,9 +303,44 @@ async fn a_tag_a_branch_and_kept_snapshots_are_rewritten_without_the_subject() {
 /// are kept on main, and still no kept snapshot holds the subject.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_writer_appending_to_main_during_the_rewrite_loses_nothing() {
+    let f = Fixture::pyiceberg();
+    let src = f.src.clone();
+    rewrite_beside(f, move || {
+        let lines: String = (5000..5004)
+            .map(|i| {
+                format!(
+                    "{{\"entry_id\": {i}, \"customer_id\": \"CGB0000101\", \"amount\": 1.0, \"memo\": \"late\"}}\n"
+                )
+            })
+            .collect();
+        crate::common::pyiceberg(&src, "append_rows.py", &["finance.ledger"], Some(&lines));
+    })
+    .await;
+}
+
+/// [`a_writer_appending_to_main_during_the_rewrite_loses_nothing`] with a Spark job (Spark 3.5,
+/// Iceberg 1.10) as the other writer.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_spark_job_appending_to_main_during_the_rewrite_loses_nothing() {
+    let Some(env) = crate::v3::spark_env() else {
+        return;
+    };
+    let f = Fixture::pyiceberg();
+    let src = f.src.clone();
+    rewrite_beside(f, move || {
+        let insert = "INSERT INTO lethe.finance.ledger SELECT id, 'CGB0000101', 1.0, 'late' FROM range(5000, 5004)".to_string();
+        let c = sql(&[insert]);
+        crate::v3::spark_batch(&env, &src, &[c.iter().map(String::as_str).collect()]);
+    })
+    .await;
+}
+
+/// Erases the subject from `f` (history rewrite allowed) in this process while `append` runs
+/// once between the rewrite's plan and its commit, appending four rows with memo `late` to
+/// `main`; then checks that they are on main and that no kept snapshot holds the subject.
+async fn rewrite_beside(f: Fixture, append: impl Fn() + Send + Sync + 'static) {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
-    let f = Fixture::pyiceberg();
     f.allow_rewrite();
     let key_file = f.home.join("register.key");
     std::fs::write(&key_file, KEY).unwrap();
@@ -314,17 +349,10 @@ async fn a_writer_appending_to_main_during_the_rewrite_loses_nothing() {
     )
     .unwrap();
     let fired = Arc::new(AtomicBool::new(false));
-    let (f2, src) = (fired.clone(), f.src.clone());
+    let f2 = fired.clone();
     fail::cfg_callback("twins-planned/finance.ledger", move || {
         if !f2.swap(true, Ordering::SeqCst) {
-            let lines: String = (5000..5004)
-                .map(|i| {
-                    format!(
-                        "{{\"entry_id\": {i}, \"customer_id\": \"CGB0000101\", \"amount\": 1.0, \"memo\": \"late\"}}\n"
-                    )
-                })
-                .collect();
-            crate::common::pyiceberg(&src, "append_rows.py", &["finance.ledger"], Some(&lines));
+            append();
         }
     })
     .unwrap();

@@ -609,9 +609,12 @@ fn erase_child(f: &Fixture, request: &str, failpoints: &str) -> Output {
         .unwrap()
 }
 
+/// A table as a reader sees it: each ref's rows, and how many snapshots it keeps.
+type Seen = (BTreeMap<String, Vec<Vec<Value>>>, usize);
+
 /// Each table's refs with their rows, and how many snapshots each keeps: what a reader of the
 /// warehouse sees (snapshot ids differ between runs; rows must not).
-fn seen(f: &Fixture) -> BTreeMap<String, (BTreeMap<String, Vec<Vec<Value>>>, usize)> {
+fn seen(f: &Fixture) -> BTreeMap<String, Seen> {
     let v = f.read();
     v.as_object()
         .unwrap()

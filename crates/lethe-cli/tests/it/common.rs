@@ -231,3 +231,60 @@ pub fn column_blooms(location: &str, column: &str) -> Vec<parquet::bloom_filter:
         })
         .collect()
 }
+
+/// A lethe folder over a warehouse another engine wrote (`lethe init` in `home`), whose commands
+/// run with a register key in the environment.
+pub struct Folder {
+    /// The folder holding lethe.toml.
+    pub home: PathBuf,
+    key: String,
+}
+
+impl Folder {
+    /// `lethe init` in `home` for the SQLite catalog and warehouse folder under `src`.
+    pub fn init(home: &Path, src: &Path, key: &str) -> Folder {
+        std::fs::create_dir_all(home).unwrap();
+        let f = Folder {
+            home: home.to_path_buf(),
+            key: key.to_string(),
+        };
+        let catalog = format!("sqlite:///{}", src.join("catalog.db").display());
+        let warehouse = src.join("warehouse").display().to_string();
+        f.run(
+            &["init", "--catalog", &catalog, "--warehouse", &warehouse],
+            0,
+        );
+        f
+    }
+
+    /// Runs lethe in the folder.
+    pub fn lethe(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_lethe"))
+            .args(args)
+            .current_dir(&self.home)
+            .env_remove("LETHE_CONFIG")
+            .env_remove("LETHE_REGISTER_KEY_FILE")
+            .env("LETHE_REGISTER_KEY", &self.key)
+            .output()
+            .expect("run lethe")
+    }
+
+    /// Runs lethe, expects exit `code`, returns stdout.
+    pub fn run(&self, args: &[&str], code: i32) -> String {
+        let out = self.lethe(args);
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "lethe {args:?} exited {:?}\nstdout:\n{}\nstderr:\n{}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// [`Folder::run`], its output parsed as JSON.
+    pub fn json(&self, args: &[&str], code: i32) -> serde_json::Value {
+        serde_json::from_str(&self.run(args, code)).expect("JSON")
+    }
+}

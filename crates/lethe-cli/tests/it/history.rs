@@ -10,18 +10,20 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-use crate::common::{interop_dir, python};
+use crate::common::{Folder, interop_dir, python};
 
 const KEY: &str = "history-test-register-key-0123456789abcdef";
 const SUBJECT: &str = "CGB0000113";
 
 const REWRITE: &str = "\n[snapshots.tables.\"finance.ledger\"]\nhistory = \"rewrite\"\nreason = \"the quarter's reports are reproduced from tag q3_close\"\ndecided_by = \"finance controller\"\n";
 
-/// A warehouse (`src`, catalog name `lethe`) and a lethe folder over it (`home`).
+/// A warehouse (`src`, catalog name `lethe`) and a lethe folder over it (`home`, once
+/// [`Fixture::init`] made it).
 struct Fixture {
     _dir: tempfile::TempDir,
     src: PathBuf,
     home: PathBuf,
+    folder: std::sync::OnceLock<Folder>,
 }
 
 impl Fixture {
@@ -52,48 +54,34 @@ impl Fixture {
             _dir: dir,
             src,
             home,
+            folder: std::sync::OnceLock::new(),
         }
     }
 
     fn init(&self) {
-        let catalog = format!("sqlite:///{}", self.src.join("catalog.db").display());
-        let warehouse = self.src.join("warehouse").display().to_string();
-        self.run(
-            &["init", "--catalog", &catalog, "--warehouse", &warehouse],
-            0,
-        );
+        let folder = Folder::init(&self.home, &self.src, KEY);
         std::fs::write(
             self.home.join("governance/subjects.toml"),
             "[customer]\nidentifiers = [\"crm.customers.customer_id\"]\n",
         )
         .unwrap();
+        assert!(self.folder.set(folder).is_ok(), "initialised once");
+    }
+
+    fn folder(&self) -> &Folder {
+        self.folder.get().expect("Fixture::init ran")
     }
 
     fn lethe(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_lethe"))
-            .args(args)
-            .current_dir(&self.home)
-            .env_remove("LETHE_CONFIG")
-            .env_remove("LETHE_REGISTER_KEY_FILE")
-            .env("LETHE_REGISTER_KEY", KEY)
-            .output()
-            .expect("run lethe")
+        self.folder().lethe(args)
     }
 
     fn run(&self, args: &[&str], code: i32) -> String {
-        let out = self.lethe(args);
-        assert_eq!(
-            out.status.code(),
-            Some(code),
-            "lethe {args:?}\nstdout:\n{}\nstderr:\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        self.folder().run(args, code)
     }
 
     fn json(&self, args: &[&str], code: i32) -> Value {
-        serde_json::from_str(&self.run(args, code)).expect("JSON")
+        self.folder().json(args, code)
     }
 
     fn allow_rewrite(&self) {

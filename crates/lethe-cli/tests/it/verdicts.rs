@@ -8,14 +8,15 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-use crate::common::{interop_dir, pyiceberg, python};
+use crate::common::{Folder, interop_dir, pyiceberg, python};
 
 const KEY: &str = "verdicts-test-register-key-0123456789abcdef";
 
-/// A PyIceberg warehouse (`src`, catalog name `lethe`) and a lethe folder over it (`home`).
+/// A PyIceberg warehouse (`src`, catalog name `lethe`) and a lethe folder over it.
 struct Fixture {
     _dir: tempfile::TempDir,
     src: PathBuf,
+    folder: Folder,
     home: PathBuf,
     info: Value,
 }
@@ -63,51 +64,28 @@ impl Fixture {
         );
         let info: Value = serde_json::from_slice(&out.stdout).unwrap();
         let home = dir.path().join("lethe");
-        std::fs::create_dir_all(&home).unwrap();
-        let f = Fixture {
+        let folder = Folder::init(&home, &src, KEY);
+        std::fs::write(home.join("governance/subjects.toml"), SUBJECTS).unwrap();
+        std::fs::write(home.join("governance/metadata.toml"), METADATA).unwrap();
+        Fixture {
             _dir: dir,
             src,
+            folder,
             home,
             info,
-        };
-        let catalog = format!("sqlite:///{}", f.src.join("catalog.db").display());
-        let warehouse = f.src.join("warehouse").display().to_string();
-        f.run(
-            &["init", "--catalog", &catalog, "--warehouse", &warehouse],
-            0,
-        );
-        std::fs::write(f.home.join("governance/subjects.toml"), SUBJECTS).unwrap();
-        std::fs::write(f.home.join("governance/metadata.toml"), METADATA).unwrap();
-        f
+        }
     }
 
     fn lethe(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_lethe"))
-            .args(args)
-            .current_dir(&self.home)
-            .env_remove("LETHE_CONFIG")
-            .env_remove("LETHE_REGISTER_KEY_FILE")
-            .env("LETHE_REGISTER_KEY", KEY)
-            .output()
-            .expect("run lethe")
+        self.folder.lethe(args)
     }
 
-    /// Runs lethe, expects exit `code`, returns stdout.
     fn run(&self, args: &[&str], code: i32) -> String {
-        let out = self.lethe(args);
-        assert_eq!(
-            out.status.code(),
-            Some(code),
-            "lethe {args:?} exited {:?}\nstdout:\n{}\nstderr:\n{}",
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        self.folder.run(args, code)
     }
 
     fn json(&self, args: &[&str], code: i32) -> Value {
-        serde_json::from_str(&self.run(args, code)).expect("JSON")
+        self.folder.json(args, code)
     }
 
     fn subject(&self) -> String {

@@ -273,21 +273,7 @@ pub async fn attest(
     // The logical check: every snapshot each carried-out table keeps, read whole.
     progress("logical check");
     let gov = ws.governance()?;
-    let checked: Vec<crate::erasure::logical::Checked> = journal
-        .steps
-        .iter()
-        .filter(|s| {
-            !s.is_held()
-                && matches!(
-                    s.action,
-                    Action::Delete | Action::Rewrite | Action::Recompute
-                )
-        })
-        .map(|s| crate::erasure::logical::Checked {
-            table: s.table.clone(),
-            erase_columns: s.erase_columns.clone(),
-        })
-        .collect();
+    let checked = crate::erasure::logical::carried_out(&journal);
     let logical = crate::erasure::logical::check(
         ws,
         &gov,

@@ -59,6 +59,27 @@ pub struct Checked {
     pub erase_columns: Vec<String>,
 }
 
+/// Every DELETE, REWRITE and RECOMPUTE table `journal`'s erasure carried out (not held), with
+/// the columns a REWRITE erases: what the check reads after an erasure.
+pub fn carried_out(journal: &crate::erasure::erase::Journal) -> Vec<Checked> {
+    use crate::erasure::plan::Action;
+    journal
+        .steps
+        .iter()
+        .filter(|s| {
+            !s.is_held()
+                && matches!(
+                    s.action,
+                    Action::Delete | Action::Rewrite | Action::Recompute
+                )
+        })
+        .map(|s| Checked {
+            table: s.table.clone(),
+            erase_columns: s.erase_columns.clone(),
+        })
+        .collect()
+}
+
 /// What the check found in one snapshot.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct SnapshotCount {

@@ -818,28 +818,14 @@ async fn check_logically(
     journal: &mut Journal,
     progress: &dyn Fn(&str),
 ) -> Result<()> {
-    use crate::erasure::logical::{Checked, Snapshots, check};
+    use crate::erasure::logical::{Snapshots, check};
     progress("logical check: every snapshot the planned tables keep");
     let cases = journal
         .requests
         .iter()
         .map(|r| read_case(ws, &r.request))
         .collect::<Result<Vec<_>>>()?;
-    let tables: Vec<Checked> = journal
-        .steps
-        .iter()
-        .filter(|s| {
-            !s.is_held()
-                && matches!(
-                    s.action,
-                    Action::Delete | Action::Rewrite | Action::Recompute
-                )
-        })
-        .map(|s| Checked {
-            table: s.table.clone(),
-            erase_columns: s.erase_columns.clone(),
-        })
-        .collect();
+    let tables = crate::erasure::logical::carried_out(journal);
     let subject = &journal.requests[0].subject;
     journal.logical = Some(check(ws, gov, subject, &cases, &tables, Snapshots::Kept).await?);
     save_journal(ws, journal)

@@ -15,6 +15,7 @@ mod discover;
 mod erase;
 mod fixtures;
 mod foreign;
+mod integrity;
 mod nested;
 mod plan;
 mod production;

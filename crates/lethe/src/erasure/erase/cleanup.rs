@@ -6,9 +6,12 @@
 //! ([`lethe_iceberg::ops::history`]: the state Iceberg Java's manifest rewrite, expiry and a
 //! trimmed log reach, in one metadata file instead of three or four); and `sweep`, which
 //! removes unreferenced files older than the minimum age. With `[storage] purge_versions =
-//! true` a third phase deletes, by version id, the noncurrent versions a versioned bucket keeps
-//! under the table (the removed files' bytes); without it the phase is not recorded, so turning
-//! it on later and running the erasure again (`lethe erase --resume REQUEST`) purges then.
+//! true` a third phase deletes, by version id, what a versioned bucket keeps of the files the
+//! erasure removed (every version of an object whose delete marker was made since the erasure
+//! started, then the marker: the object has 0 versions) and the noncurrent versions under the
+//! table found holding the subjects' traces — nothing under another table's location, nothing
+//! current ([`purge_versions`]); without it the phase is not recorded, so turning it on later
+//! and running the erasure again (`lethe erase --resume REQUEST`) purges then.
 //! A journal written by an older lethe, which recorded the history's parts as four phases
 //! (`expire`, `manifests`, `expire-again`, `trim-log`), runs `history` again on resume: it
 //! commits only what is still to do.
@@ -20,7 +23,7 @@ use chrono::Duration;
 use lethe_iceberg::catalog::TableName;
 use lethe_iceberg::ops::expire::Cutoff;
 use lethe_iceberg::ops::history::{HistoryReport, purge_history};
-use lethe_iceberg::ops::sweep::{TableLocations, purge_versions, sweep_among};
+use lethe_iceberg::ops::sweep::{PurgeScope, TableLocations, purge_versions, sweep_among};
 
 use futures::future::BoxFuture;
 
@@ -92,6 +95,7 @@ pub(super) async fn clean_up(
     let tables = changed_tables(journal);
     let n = tables.len();
     let locations = SharedLocations::default();
+    let purge = Arc::new(PurgeInputs::of(ws, journal)?);
     // Phase by phase over every table, the journal saved once per phase: each phase is
     // idempotent (a history already purged commits nothing more, a sweep finds nothing left
     // to remove), so a crash before the save only repeats the phase on the tables already
@@ -117,7 +121,15 @@ pub(super) async fn clean_up(
             |j| {
                 let (k, table) = todo[j];
                 progress(&format!("cleanup {phase} {}/{n} {table}", k + 1));
-                phase_work(ws, table, phase, tag, min_age, locations.clone())
+                phase_work(
+                    ws,
+                    table,
+                    phase,
+                    tag,
+                    min_age,
+                    locations.clone(),
+                    purge.clone(),
+                )
             },
             |j, counts| {
                 record_phase(journal, todo[j].1, phase, &counts);
@@ -130,6 +142,86 @@ pub(super) async fn clean_up(
         durable_step(&format!("cleanup {phase}"));
     }
     Ok(())
+}
+
+/// What the version purge needs beyond the table: when the erasure started (objects deleted
+/// since are the ones it removed) and the case files (their traces find the noncurrent
+/// versions holding the subjects).
+#[derive(Default)]
+pub(super) struct PurgeInputs {
+    since: Option<chrono::DateTime<chrono::Utc>>,
+    cases: Vec<crate::erasure::case::CaseFile>,
+}
+
+impl PurgeInputs {
+    /// From an erasure's journal (case files read only when the purge will run).
+    fn of(ws: &Workspace, journal: &Journal) -> Result<Self> {
+        if !ws.config.storage.purge_versions {
+            return Ok(Self::default());
+        }
+        let since = chrono::DateTime::parse_from_rfc3339(&journal.started_at)
+            .map_err(|e| {
+                crate::error::Error::Internal(format!(
+                    "journal {}: started_at `{}` is not a time: {e}",
+                    journal.batch, journal.started_at
+                ))
+            })?
+            .with_timezone(&chrono::Utc);
+        let mut cases = Vec::new();
+        for r in &journal.requests {
+            match crate::erasure::case::read_case(ws, &r.request) {
+                Ok(c) => cases.push(c),
+                // Destroyed after a COMPLETE attestation: nothing is left to search for.
+                Err(e) => tracing::info!("purge-versions: no traces of {}: {e}", r.request),
+            }
+        }
+        Ok(PurgeInputs {
+            since: Some(since),
+            cases,
+        })
+    }
+
+    /// For tables changed outside a journal (`lethe register replay`): objects deleted since
+    /// `since`, no case files.
+    fn since(since: chrono::DateTime<chrono::Utc>) -> Self {
+        PurgeInputs {
+            since: Some(since),
+            cases: Vec::new(),
+        }
+    }
+}
+
+/// The version purge on one table: the scope from `inputs` ([`PurgeScope`]), the noncurrent
+/// versions holding the subjects' traces found by reading them.
+async fn purge_table(
+    ws: &Workspace,
+    wh: &lethe_iceberg::table::Warehouse,
+    name: &TableName,
+    inputs: &PurgeInputs,
+    tables: &TableLocations,
+) -> Result<usize> {
+    let t = wh.load(name).await?;
+    let prefix = format!("{}/", wh.store.normalize(t.location())?);
+    let table = name.to_string();
+    let values_only = inputs
+        .cases
+        .iter()
+        .any(|c| c.exempt_tables.contains(&table));
+    let holding =
+        crate::erasure::prove::versions_holding(ws, &inputs.cases, &prefix, values_only).await?;
+    let scope = PurgeScope {
+        removed_since: inputs.since.unwrap_or_else(chrono::Utc::now),
+        holding,
+    };
+    let r = purge_versions(wh, name, &scope, tables).await?;
+    if r.versions_left > 0 || r.delete_markers > 0 {
+        tracing::info!(
+            "{name}: purge left {} noncurrent version(s) and {} delete marker(s) outside its scope",
+            r.versions_left,
+            r.delete_markers
+        );
+    }
+    Ok(r.versions_deleted + r.delete_markers_removed)
 }
 
 /// The history phase's cutoff: every snapshot the table holds when the purge's commit is
@@ -163,6 +255,7 @@ pub(super) fn history_work(
         tag,
         Duration::zero(),
         SharedLocations::default(),
+        Arc::default(),
     )
 }
 
@@ -174,7 +267,15 @@ pub(super) fn sweep_work(
     min_age: Duration,
     locations: &SharedLocations,
 ) -> Result<BoxFuture<'static, Result<TableCleanup>>> {
-    phase_work(ws, table, "sweep", tag, min_age, locations.clone())
+    phase_work(
+        ws,
+        table,
+        "sweep",
+        tag,
+        min_age,
+        locations.clone(),
+        Arc::default(),
+    )
 }
 
 /// The warehouse's table locations for a run's sweeps: loaded by the first sweep that needs
@@ -191,8 +292,10 @@ fn phase_work(
     tag: &str,
     min_age: Duration,
     locations: SharedLocations,
+    purge: Arc<PurgeInputs>,
 ) -> Result<BoxFuture<'static, Result<TableCleanup>>> {
     let name = TableName::parse(table)?;
+    let ws = ws.clone();
     let wh = ws.warehouse.for_concurrent_work();
     let clock = ws.clock.clone();
     let summary: BTreeMap<String, String> =
@@ -206,7 +309,10 @@ fn phase_work(
                 c = history_counts(&r);
             }
             "purge-versions" => {
-                c.versions_purged = purge_versions(&wh, &name).await?.versions_deleted;
+                let tables = locations
+                    .get_or_try_init(|| async { TableLocations::load(&wh).await.map(Arc::new) })
+                    .await?;
+                c.versions_purged = purge_table(&ws, &wh, &name, &purge, tables).await?;
             }
             _ => {
                 let tables = locations
@@ -228,12 +334,14 @@ pub(crate) async fn clean_tables(
     tables: &[String],
     tag: &str,
     min_age: Duration,
+    started: chrono::DateTime<chrono::Utc>,
     progress: &dyn Fn(&str),
 ) -> Result<TableCleanup> {
     let mut c = TableCleanup::default();
     let n = tables.len();
     let touches: Vec<Touch> = tables.iter().map(|t| Touch::table(t)).collect();
     let locations = SharedLocations::default();
+    let purge = Arc::new(PurgeInputs::since(started));
     for phase in PHASES {
         run_ordered(
             &touches,
@@ -241,7 +349,15 @@ pub(crate) async fn clean_tables(
             cores(),
             |k| {
                 progress(&format!("cleanup {phase} {}/{n} {}", k + 1, tables[k]));
-                phase_work(ws, &tables[k], phase, tag, min_age, locations.clone())
+                phase_work(
+                    ws,
+                    &tables[k],
+                    phase,
+                    tag,
+                    min_age,
+                    locations.clone(),
+                    purge.clone(),
+                )
             },
             |_, counts| {
                 c.absorb(&counts);

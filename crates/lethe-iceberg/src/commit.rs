@@ -10,10 +10,12 @@
 //! `commit.retry.num-retries` (default 4, as Iceberg Java; `commit.retry.min-wait-ms` 100,
 //! `commit.retry.max-wait-ms` 60000, `commit.retry.total-timeout-ms` 1800000).
 //!
-//! Files written by an attempt that certainly failed are deleted. When the outcome is unknown
-//! (the catalog errored during the swap, a 5xx, a timeout), nothing is deleted: the table is
-//! reloaded, and if it shows the change the commit succeeded; otherwise the files are left
-//! for the sweep and the action is planned again.
+//! Files written by an attempt that certainly failed are deleted — after a reload shows the
+//! table doesn't reference them: a catalog's "not applied" is never taken on its word alone.
+//! When the outcome is unknown (the catalog errored during the swap, a 5xx, a timeout, a 2xx
+//! whose answer lethe can't read), nothing is deleted: the table is reloaded, and if it shows
+//! the change the commit succeeded; otherwise the files are left for the sweep and the action
+//! is planned again.
 
 use std::time::{Duration, Instant};
 
@@ -220,9 +222,27 @@ pub async fn commit(
             other => match other {
                 Ok(o) => o,
                 Err(e) => {
-                    // Certainly not applied: what this attempt wrote is nobody's.
-                    cleanup(&planned.written);
-                    return Err(e);
+                    // The catalog says it certainly did not apply the change. Files the table
+                    // may point at are never deleted on a catalog's word alone: a reload that
+                    // shows the change (or fails) keeps them.
+                    return match wh.load(name).await {
+                        Ok(t) if reflects(&planned, &t) => {
+                            tracing::warn!(
+                                "{name}: the catalog failed the commit ({e}) but the table shows it landed"
+                            );
+                            Ok(Some(landed(wh, name, &planned, t, attempt).await))
+                        }
+                        Ok(_) => {
+                            cleanup(&planned.written);
+                            Err(e)
+                        }
+                        Err(reload) => {
+                            tracing::warn!(
+                                "{name}: the commit failed ({e}) and reloading failed ({reload}): its files are left for the sweep"
+                            );
+                            Err(e)
+                        }
+                    };
                 }
             },
         };
@@ -245,11 +265,7 @@ pub async fn commit(
                 tracing::warn!("{name}: the commit's outcome is unknown ({reason}); reconciling");
                 match wh.load(name).await {
                     Ok(t) if reflects(&planned, &t) => {
-                        return Ok(Some(Committed {
-                            table: t,
-                            snapshot_id: planned.snapshot_id,
-                            attempts: attempt,
-                        }));
+                        return Ok(Some(landed(wh, name, &planned, t, attempt).await));
                     }
                     Ok(_) => {
                         tracing::warn!(
@@ -276,6 +292,41 @@ pub async fn commit(
             });
         }
         tokio::time::sleep(policy.wait(attempt - 1)).await;
+    }
+}
+
+/// A commit found landed by reloading (`table`, after an unknown outcome): what the catalog's
+/// answer would have finished is finished here — a trimmed metadata log's older files, which
+/// a REST server keeps listing, are deleted.
+async fn landed(
+    wh: &Warehouse,
+    name: &TableName,
+    planned: &ActionCommit,
+    table: LoadedTable,
+    attempts: u32,
+) -> Committed {
+    let mut table = table;
+    if planned.trim_metadata_log && !table.metadata.metadata_log().is_empty() {
+        let trim = TableChange {
+            requirements: &[],
+            updates: &[],
+            trim_metadata_log: true,
+        };
+        match wh
+            .catalog
+            .commit_table(&table, trim, wh.store.as_ref())
+            .await
+        {
+            Ok(CommitOutcome::Committed(t)) => table = t,
+            Ok(_) | Err(_) => tracing::warn!(
+                "{name}: the metadata log was not trimmed after the commit; the history purge will trim it when run again"
+            ),
+        }
+    }
+    Committed {
+        table,
+        snapshot_id: planned.snapshot_id,
+        attempts,
     }
 }
 

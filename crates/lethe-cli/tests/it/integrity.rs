@@ -190,3 +190,101 @@ async fn purging_versions_removes_what_the_erasure_removed_and_nothing_of_others
         assert_eq!(counts.get(&l), Some(&1), "{l}");
     }
 }
+
+/// A workspace on the test REST catalog reached at `uri` (a proxy in front of it), OAuth2
+/// client credentials from LETHE_REST_CREDENTIAL.
+fn rest_workspace_at(dir: &Path, uri: &str) -> Workspace {
+    std::fs::create_dir_all(dir).unwrap();
+    let catalog = CatalogConfig {
+        kind: "rest".into(),
+        name: "lethe".into(),
+        uri: uri.into(),
+        warehouse: env("LETHE_REST_WAREHOUSE"),
+        ..Default::default()
+    };
+    let storage = StorageConfig {
+        endpoint: Some(env("LETHE_S3_ENDPOINT")),
+        path_style: Some(true),
+        ..Default::default()
+    };
+    let file = dir.join("lethe.toml");
+    std::fs::write(&file, Config::render_with(&catalog, &storage, &[])).unwrap();
+    Workspace::open(&Config::load(&file).unwrap()).unwrap()
+}
+
+/// Regression (issue 44 item 1): the REST catalog committed, but its answer (a 200) had a body
+/// lethe couldn't read; the commit path took that for "certainly not applied" and deleted the
+/// data files, manifests and manifest list the table now pointed at. Through a proxy that
+/// passes SeaweedFS's real 200 on with a body that is not JSON: lethe reloads the table to
+/// learn the outcome, finds its snapshot, deletes nothing, and PyIceberg reads the table with
+/// every file it points at present.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rest_commit_answered_with_an_unreadable_body_keeps_its_files() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let armed = Arc::new(AtomicBool::new(false));
+    let a2 = armed.clone();
+    let rewrite: crate::proxy::Rewrite = Arc::new(move |method, path, status, _body| {
+        (a2.load(Ordering::SeqCst)
+            && method == "POST"
+            && path.ends_with("/tables/events")
+            && (200..300).contains(&status))
+        .then(|| bytes::Bytes::from_static(b"<html><body>200 OK</body></html>"))
+    });
+    let proxy = crate::proxy::start(&env("LETHE_REST_URI"), rewrite).await;
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = rest_workspace_at(tmp.path(), &proxy.uri);
+    let wh = &ws.warehouse;
+    let name = events_table(&ws, &format!("x{}", suffix()), 0..40).await;
+    let seen = proxy.log.lock().unwrap().len();
+    assert!(seen > 0, "lethe went through the proxy");
+    armed.store(true, Ordering::SeqCst);
+    let r = rewrite_rows(wh, &name, &RowRewrite::delete(person()))
+        .await
+        .expect("the commit landed: lethe must find that out, not fail");
+    armed.store(false, Ordering::SeqCst);
+    assert_eq!(r.attempts, 1, "the reload showed the commit landed");
+    // The commit's 200 went through, then lethe reloaded the table to learn the outcome.
+    let log = proxy.log.lock().unwrap()[seen..].to_vec();
+    let table_path = format!("/tables/{}", name.name);
+    let post = log
+        .iter()
+        .position(|f| f.method == "POST" && f.path.ends_with(&table_path) && f.status == 200)
+        .unwrap_or_else(|| panic!("no commit went through: {log:?}"));
+    assert!(
+        log[post + 1..]
+            .iter()
+            .any(|f| f.method == "GET" && f.path.ends_with(&table_path)),
+        "lethe did not reload the table after the unreadable answer: {log:?}"
+    );
+    // The table points at files that are all there: lethe's store and PyIceberg agree.
+    let t = wh.load(&name).await.unwrap();
+    assert_eq!(
+        t.current_snapshot().map(|s| s.snapshot_id()),
+        r.snapshot_id,
+        "the snapshot lethe committed is current"
+    );
+    let snapshot = t.current_snapshot().unwrap();
+    assert!(wh.store.exists(snapshot.manifest_list()).unwrap());
+    for f in wh.current_files(&t).await.unwrap() {
+        let p = f.entry.data_file.file_path();
+        assert!(wh.store.exists(p).unwrap(), "{p} was deleted");
+    }
+    let read = py(
+        "prod_catalog.py",
+        &[
+            "rest",
+            "lethe",
+            "read",
+            &name.to_string(),
+            &format!("{name}?person_id={}", crate::production::LEARNER),
+        ],
+        None,
+    );
+    assert_eq!(read[name.to_string()]["rows"], 30, "{read}");
+    assert_eq!(
+        read[format!("{name}?person_id={}", crate::production::LEARNER)]["rows"],
+        0,
+        "{read}"
+    );
+}

@@ -20,6 +20,7 @@ mod nested;
 mod plan;
 mod production;
 mod prove;
+mod proxy;
 mod requests;
 mod stores;
 mod v3;

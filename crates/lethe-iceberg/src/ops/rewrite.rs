@@ -109,6 +109,9 @@ pub struct RowRewrite {
     /// Purge the table's history in the same commit (None by default): see
     /// [`RowRewrite::with_history_purge`].
     pub history: Option<PurgeHistory>,
+    /// The name every file the change writes in this process carries (None: random names):
+    /// see [`RowRewrite::with_run`].
+    pub run: Option<String>,
 }
 
 impl RowRewrite {
@@ -122,6 +125,7 @@ impl RowRewrite {
             engine: None,
             insert: Vec::new(),
             history: None,
+            run: None,
         }
     }
 
@@ -164,6 +168,17 @@ impl RowRewrite {
     /// way ([`RewriteReport::history`]).
     pub fn with_history_purge(mut self, purge: PurgeHistory) -> Self {
         self.history = Some(purge);
+        self
+    }
+
+    /// Names the files the change writes here after `run` (a uuid the caller recorded before
+    /// starting): data files `NNNNN-{run}-{attempt}.parquet`, manifests
+    /// `{run}-{attempt}-mN.avro`, the manifest list `snap-{id}-1-{run}-{attempt}.avro`. A
+    /// process killed mid-change leaves files nothing references (a data file still open is
+    /// 0 bytes); a rerun removes them by that name ([`crate::ops::sweep::remove_run_files`]).
+    /// Files an engine writes elsewhere are named by the engine.
+    pub fn with_run(mut self, run: impl Into<String>) -> Self {
+        self.run = Some(run.into());
         self
     }
 
@@ -233,6 +248,8 @@ pub struct RewriteReport {
 struct Action<'a> {
     spec: &'a RowRewrite,
     dry_run: bool,
+    /// Attempts planned so far (names the files of each apart, [`RowRewrite::with_run`]).
+    attempts: u32,
     report: RewriteReport,
     /// With a history purge: the table as the planned commit leaves it (before its expiry)
     /// and the files the commit removes (its manifests don't list them), for deleting the
@@ -347,6 +364,12 @@ impl TableAction for Action<'_> {
         let schema = table.metadata.current_schema().clone();
         let lineage = has_row_lineage(&table.metadata);
         self.spec.predicate.check(&schema, &tname)?;
+        self.attempts += 1;
+        let run = self
+            .spec
+            .run
+            .as_ref()
+            .map(|r| format!("{r}-{}", self.attempts));
         self.purged_from = None;
         if self.spec.history.is_some() {
             expire::check_gc(table)?;
@@ -398,6 +421,10 @@ impl TableAction for Action<'_> {
                 self.spec.options.clone(),
             )?;
             let w = if lineage { w.with_row_lineage() } else { w };
+            let w = match &run {
+                Some(r) => w.with_run(r.clone()),
+                None => w,
+            };
             Some(match &sort {
                 Some(s) => w.with_sort_order_id(s.order_id()),
                 None => w,
@@ -637,6 +664,7 @@ impl TableAction for Action<'_> {
             changes.added_deletes.push(f);
         }
         changes.summary = self.spec.summary.clone();
+        changes.name_tag = run;
         changes.drop_removed = self.spec.history.is_some();
         let unlisted: Vec<String> = if changes.drop_removed {
             changes.removed.iter().cloned().collect()
@@ -809,6 +837,7 @@ pub async fn rewrite_rows(
     let mut action = Action {
         spec,
         dry_run: false,
+        attempts: 0,
         report: RewriteReport::default(),
         purged_from: None,
     };
@@ -849,6 +878,7 @@ pub async fn dry_run(wh: &Warehouse, name: &TableName, spec: &RowRewrite) -> Res
     let mut action = Action {
         spec,
         dry_run: true,
+        attempts: 0,
         report: RewriteReport::default(),
         purged_from: None,
     };
@@ -904,6 +934,51 @@ pub async fn count_rows(
         }
     }
     Ok((matched, total))
+}
+
+/// The live rows of a table's current snapshot, as an engine reading it counts them: every
+/// data file's record count less the rows its delete files hide — position deletes and
+/// deletion vectors by their positions (the data file is not read), equality deletes by
+/// reading the data file's rows and matching them. Errors when the table has delete files
+/// lethe can't read ([`check_supported`]).
+pub async fn live_rows(wh: &Warehouse, table: &LoadedTable) -> Result<u64> {
+    let files = wh.current_files(table).await?;
+    check_supported(table, &files)?;
+    let schema = table.metadata.current_schema().clone();
+    let index = DeleteIndex::load(wh, table, &files)?;
+    let mut reader = DeleteReader::new(wh.store.as_ref(), table)?;
+    let mut total = 0u64;
+    for f in files.iter().filter(|f| f.is_data()) {
+        let stored = f.entry.data_file.record_count();
+        let applicable = index.for_data_file(f, wh.store.as_ref());
+        if applicable.is_empty() {
+            total += stored;
+            continue;
+        }
+        let path = f.entry.data_file.file_path();
+        let equality = applicable.iter().any(|i| {
+            index.deletes()[*i].entry.data_file.content_type()
+                == iceberg::spec::DataContentType::EqualityDeletes
+        });
+        if !equality {
+            let hidden = reader
+                .deleted_positions(&index, &applicable, path)?
+                .into_iter()
+                .filter(|p| *p < stored)
+                .count() as u64;
+            total += stored - hidden;
+            continue;
+        }
+        let batches = read_data_file(wh.store.as_ref(), path, &schema)?;
+        let live = reader.live_masks(&index, &applicable, path, &batches)?;
+        for (i, b) in batches.iter().enumerate() {
+            total += live
+                .as_ref()
+                .and_then(|l| l.get(i))
+                .map_or(b.num_rows(), |a| a.true_count()) as u64;
+        }
+    }
+    Ok(total)
 }
 
 /// Reads the live rows of a table's current snapshot that `predicate` selects (pruned by

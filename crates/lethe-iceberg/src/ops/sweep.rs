@@ -191,6 +191,38 @@ pub async fn sweep_among(
     Ok(report)
 }
 
+/// Removes the files of table `name` that carry `run` in their name (a change run under that
+/// name, [`crate::ops::rewrite::RowRewrite::with_run`]) and that the table's metadata doesn't
+/// reference: what a process killed mid-change left (a data file still being written is 0
+/// bytes; complete ones, manifests and a manifest list of an attempt that never committed).
+/// Whatever their age: the run is known dead — its caller recorded the name before it started
+/// and runs the change again now. Returns the locations removed.
+pub async fn remove_run_files(wh: &Warehouse, name: &TableName, run: &str) -> Result<Vec<String>> {
+    if run.len() < 16 {
+        return Err(Error::Internal(format!(
+            "{name}: run name `{run}` is too short to tell its files apart"
+        )));
+    }
+    let table = wh.load(name).await?;
+    let refs = referenced(wh, &table).await.map_err(|e| {
+        Error::Refused(format!(
+            "{name}: can't match every referenced location, so no file of run {run} is removed: {e}"
+        ))
+    })?;
+    let root = format!("{}/", wh.store.normalize(table.location())?);
+    let mut removed = Vec::new();
+    for f in wh.store.list(&root)? {
+        let f = f?;
+        let file_name = f.location.rsplit('/').next().unwrap_or_default();
+        if !file_name.contains(run) || refs.contains(&wh.store.normalize(&f.location)?) {
+            continue;
+        }
+        wh.store.delete(&f.location)?;
+        removed.push(f.location);
+    }
+    Ok(removed)
+}
+
 /// What purging a table's noncurrent versions did.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct PurgeReport {

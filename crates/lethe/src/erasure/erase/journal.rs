@@ -64,6 +64,12 @@ pub struct JournalStep {
     /// agree.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checked_rows: Option<u64>,
+    /// DELETE, REWRITE: the names the step's runs gave their files, one per process that
+    /// started it, recorded before it started writing: a run that never landed (the process
+    /// was killed) left files nothing references, which the next run removes by that name
+    /// ([`lethe_iceberg::ops::sweep::remove_run_files`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runs: Vec<String>,
 }
 
 /// A further column selecting a step's rows, with its values.

@@ -496,6 +496,19 @@ async fn run_steps(
             Piece::History(_) | Piece::Sweep(_) => 0,
         });
     }
+    start_runs(
+        ws,
+        journal,
+        &pieces
+            .iter()
+            .filter_map(|p| match p {
+                Piece::Step(i) => Some(*i),
+                _ => None,
+            })
+            .collect::<Vec<_>>(),
+        progress,
+    )
+    .await?;
     let steps = journal.steps.clone();
     let mut history_at = 0;
     let mut sweep_at = 0;
@@ -559,6 +572,44 @@ async fn run_steps(
         return Ok(());
     }
     ran
+}
+
+/// Before the row steps `pending` (journal indexes) run in this process: the files earlier runs
+/// of each left — a process killed mid-step leaves files nothing references, a data file it
+/// was writing 0 bytes — are removed by the names those runs recorded, and each step gets a
+/// new run name, saved in the journal before it writes anything.
+async fn start_runs(
+    ws: &Workspace,
+    journal: &mut Journal,
+    pending: &[usize],
+    progress: &dyn Fn(&str),
+) -> Result<()> {
+    let mut changed = false;
+    for &i in pending {
+        let s = &mut journal.steps[i];
+        if !matches!(s.action, Action::Delete | Action::Rewrite) || row_change(s)?.is_none() {
+            continue;
+        }
+        let name = TableName::parse(&s.table)?;
+        for run in &s.runs {
+            let left =
+                lethe_iceberg::ops::sweep::remove_run_files(&ws.warehouse, &name, run).await?;
+            if !left.is_empty() {
+                progress(&format!(
+                    "{} {}: removed {} file(s) an interrupted run left",
+                    s.action,
+                    s.table,
+                    left.len()
+                ));
+            }
+        }
+        s.runs.push(uuid::Uuid::new_v4().to_string());
+        changed = true;
+    }
+    if changed {
+        save_journal(ws, journal)?;
+    }
+    Ok(())
 }
 
 /// What a row step's commit costs beside its rewrite, in bytes rewritten: loading the table,
@@ -695,6 +746,9 @@ fn step_work(
     let mut spec = spec
         .with_summary("erasure-request", tag.to_string())
         .with_engine(ws.engines.rewrite.clone());
+    if let Some(run) = step.runs.last() {
+        spec = spec.with_run(run.clone());
+    }
     if purge {
         spec = spec.with_history_purge(PurgeHistory {
             cutoff: cleanup::history_cutoff(),

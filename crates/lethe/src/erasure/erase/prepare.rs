@@ -757,6 +757,7 @@ async fn journal_steps(
             held: s.held.clone(),
             recompute: None,
             checked_rows: None,
+            runs: Vec::new(),
         });
     }
     Ok(steps)

@@ -402,6 +402,7 @@ pub async fn produce(
             },
         ],
         written,
+        retained: Vec::new(),
         snapshot_id: Some(snapshot_id),
         trim_metadata_log: false,
     })

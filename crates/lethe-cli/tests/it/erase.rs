@@ -1277,21 +1277,16 @@ fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 }
 
 /// Regression (issue 44 item 9): a `kill -9` while a step rewrote a table left a 0-byte data
-/// file (the one still being written) that `--resume` did not remove: it is unreferenced and
+/// file (the one being written) that `--resume` did not remove: it is unreferenced and
 /// younger than the sweep's minimum age, so it stayed, and the proof scan can't read it. The
-/// resumed erasure removes every file of the killed run by the name the journal recorded.
+/// erasure stops (failpoint `table-writer-file-created`) with its first data files created
+/// and empty, is killed with SIGKILL, and resumed: the resumed erasure removes every file of
+/// the killed runs by the names the journal recorded.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_killed_rewrite_leaves_no_empty_file_after_resume() {
     let mut demo = Demo::new().await;
-    let table = "crm.learners";
-    let t = demo.ws.warehouse.load_str(table).await.unwrap();
-    let data = demo
-        .ws
-        .warehouse
-        .store
-        .local_path(&format!("{}/data", t.location()))
-        .unwrap();
-    let before: std::collections::BTreeSet<_> = files_under(&data).into_iter().collect();
+    let warehouse = demo.dir.join("warehouse");
+    let before: BTreeSet<_> = files_under(&warehouse).into_iter().collect();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_lethe"))
         .args([
             "erase",
@@ -1303,34 +1298,25 @@ async fn a_killed_rewrite_leaves_no_empty_file_after_resume() {
         .current_dir(&demo.dir)
         .env_remove("LETHE_REGISTER_KEY")
         .env_remove("LETHE_CONFIG")
-        .env(
-            "FAILPOINTS",
-            format!("row-rewrite-planned/{table}=sleep(120000)"),
-        )
+        .env("FAILPOINTS", "table-writer-file-created=sleep(120000)")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("run lethe");
-    // Wait until the step has written its files and stops before its commit, one of them
-    // still open (0 bytes on disk), then kill -9.
+    // Wait until a step has created a data file and stops before writing it, then kill -9.
     let started = std::time::Instant::now();
     let empty = loop {
-        let fresh: Vec<_> = files_under(&data)
+        let empty: Vec<_> = files_under(&warehouse)
             .into_iter()
-            .filter(|p| !before.contains(p))
-            .collect();
-        let empty: Vec<_> = fresh
-            .iter()
-            .filter(|p| std::fs::metadata(p).map(|m| m.len() == 0).unwrap_or(false))
-            .cloned()
+            .filter(|p| !before.contains(p) && p.extension().is_some_and(|e| e == "parquet"))
+            .filter(|p| std::fs::metadata(p).is_ok_and(|m| m.len() == 0))
             .collect();
         if !empty.is_empty() {
-            std::thread::sleep(std::time::Duration::from_millis(300));
             break empty;
         }
         assert!(
             started.elapsed().as_secs() < 100,
-            "the rewrite of {table} never got to its commit"
+            "no rewrite got to its first data file"
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     };
@@ -1346,11 +1332,15 @@ async fn a_killed_rewrite_leaves_no_empty_file_after_resume() {
     }
     demo.reload();
     let ws = &demo.ws;
-    let t = ws.warehouse.load_str(table).await.unwrap();
-    let refs = lethe_iceberg::ops::sweep::referenced(&ws.warehouse, &t)
-        .await
-        .unwrap();
-    for p in files_under(&data) {
+    let mut refs = std::collections::HashSet::new();
+    for name in ws.warehouse.tables().await.unwrap() {
+        let t = ws.warehouse.load(&name).await.unwrap();
+        refs.extend(referenced(&ws.warehouse, &t).await.unwrap());
+    }
+    for p in files_under(&warehouse) {
+        if before.contains(&p) || p.extension().is_none_or(|e| e != "parquet") {
+            continue;
+        }
         assert!(
             std::fs::metadata(&p).unwrap().len() > 0,
             "{} is empty",
@@ -1362,7 +1352,7 @@ async fn a_killed_rewrite_leaves_no_empty_file_after_resume() {
             .normalize(&p.display().to_string())
             .unwrap();
         assert!(
-            refs.contains(&loc) || before.contains(&p),
+            refs.contains(&loc),
             "{} is a file of the killed run nothing references",
             p.display()
         );

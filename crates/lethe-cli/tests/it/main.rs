@@ -23,5 +23,6 @@ mod prove;
 mod proxy;
 mod requests;
 mod stores;
+mod streaming;
 mod v3;
 mod verdicts;

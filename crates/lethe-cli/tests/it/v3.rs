@@ -408,7 +408,11 @@ async fn erasure_purges_rows_deletion_vectors_hide_and_keeps_row_ids() {
         .into_iter()
         .filter(|f| f.is_data() && !old_paths.contains(&f.entry.data_file.file_path()))
         .collect();
-    assert_eq!(new_files.len(), 1, "A and B rewritten into one file");
+    assert_eq!(
+        new_files.len(),
+        2,
+        "A and B rewritten, each into a file of its own"
+    );
     for nf in &new_files {
         let (schema, _) =
             lethe_iceberg::read::read_raw(wh.store.as_ref(), nf.entry.data_file.file_path())

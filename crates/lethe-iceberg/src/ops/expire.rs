@@ -336,6 +336,7 @@ impl TableAction for Action<'_> {
                 },
             ],
             written: Vec::new(),
+            retained: Vec::new(),
             snapshot_id: None,
             trim_metadata_log: false,
         }))

@@ -248,3 +248,107 @@ async fn erasures_beside_streaming_writers_finish_and_lose_nothing() {
         }
     }
 }
+
+/// The grace of the grace test, in seconds.
+const GRACE: u64 = 15;
+
+/// Regression (issue 44 item 7): an erasure expired the snapshot it replaced, and deleted its
+/// files, at once, so a PyIceberg commit in flight beside it failed its retry ("Cannot find
+/// starting snapshot": the snapshot it started from was gone) and a PyIceberg delete failed
+/// reading a removed file. With `[snapshots] grace_seconds = 15`, the same two writers as
+/// above commit beside `LETHE_STREAM_ROUNDS` erasures (default 3): no retry of theirs fails
+/// for either reason; each erasure finishes PENDING (the snapshots it replaced kept until the
+/// grace ends: `lethe erase` says so, the attestation's logical verdict is PENDING); after the
+/// grace `lethe verify` expires them — the writers still committing — and then no snapshot
+/// holds an erased customer and the attestation is COMPLETE.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_grace_keeps_what_other_writers_in_flight_still_read() {
+    let f = Stream::new(10, 2000);
+    let retention = f.home.join("governance/retention.toml");
+    let toml = std::fs::read_to_string(&retention).unwrap_or_default();
+    let toml = if toml.contains("[snapshots]") {
+        toml.replace(
+            "[snapshots]",
+            &format!("[snapshots]\ngrace_seconds = {GRACE}"),
+        )
+    } else {
+        format!(
+            "{toml}\n[snapshots]\nmax_snapshot_age_hours = 120\nmin_snapshots_to_keep = 1\ngrace_seconds = {GRACE}\n"
+        )
+    };
+    std::fs::write(&retention, toml).unwrap();
+    let seed = seed(44_007);
+    let stop = f.home.join("stop-writers");
+    let appender = f.writer(
+        &stop,
+        seed,
+        &["--deletes", "0", "--pause", "0.05", "0.15", "--prefix", "V"],
+    );
+    let busy = f.writer(&stop, seed + 1, &["--prefix", "W"]);
+    let customers = strings(&f.info["customers"]);
+    let mut erased: Vec<(String, String)> = Vec::new();
+    for round in 0..rounds() {
+        let customer = customers[round % customers.len()].clone();
+        let request = format!("erasure-{round:04}");
+        let out = f.lethe(&[
+            "erase",
+            "--subject",
+            &format!("customer={customer}"),
+            "--request",
+            &request,
+        ]);
+        assert!(
+            out.status.success(),
+            "round {round} (seed {seed}): {}",
+            text_of(&out)
+        );
+        let said = text(&out.stdout);
+        assert!(
+            said.contains("PENDING web.sessions") && said.contains("lethe verify"),
+            "round {round}: {said}"
+        );
+        let a = f.lethe(&["attest", "--request", &request, "--json"]);
+        let a: Value = serde_json::from_slice(&a.stdout).unwrap();
+        assert_eq!(a["verdict"]["logical"], "PENDING", "{}", a["verdict"]);
+        erased.push((customer, request));
+    }
+    // The grace passes while the writers go on; then verify expires what it kept.
+    std::thread::sleep(std::time::Duration::from_secs(GRACE + 1));
+    for (customer, request) in &erased {
+        let out = f.lethe(&["verify", "--request", request]);
+        assert!(out.status.success(), "{customer}: {}", text_of(&out));
+        assert!(
+            text(&out.stdout).contains("are expired"),
+            "{}",
+            text(&out.stdout)
+        );
+    }
+    std::fs::write(&stop, b"").unwrap();
+    let written = [stopped(appender, seed), stopped(busy, seed + 1)];
+    for w in &written {
+        assert_eq!(
+            w["lost_start"], 0,
+            "seed {seed}: a writer's retry found its starting snapshot expired: {w}"
+        );
+        assert_eq!(
+            w["file_errors"], 0,
+            "seed {seed}: a writer read a file that was gone: {w}"
+        );
+    }
+    let names: Vec<&str> = erased.iter().map(|(c, _)| c.as_str()).collect();
+    let held = f.holding(&names);
+    for (snapshot, counts) in held.as_object().unwrap() {
+        for c in &names {
+            assert_eq!(counts[*c], 0, "seed {seed}: snapshot {snapshot} holds {c}");
+        }
+    }
+    for (_, request) in &erased {
+        let a = f.lethe(&["attest", "--request", request, "--json"]);
+        let a: Value = serde_json::from_slice(&a.stdout).unwrap();
+        assert_eq!(a["verdict"]["logical"], "COMPLETE", "{}", a["verdict"]);
+    }
+}
+
+fn text_of(out: &Output) -> String {
+    format!("{}\n{}", text(&out.stdout), text(&out.stderr))
+}

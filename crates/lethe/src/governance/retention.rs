@@ -15,6 +15,7 @@
 //! [snapshots]                    # history.expire.* generated for every table
 //! max_snapshot_age_hours = 120
 //! min_snapshots_to_keep = 1
+//! grace_seconds = 0              # how long an erasure keeps the snapshots it replaced
 //!
 //! [statistics]
 //! protected = "none"             # metrics mode for personal, sensitive and unclassified columns
@@ -92,13 +93,29 @@ pub struct Snapshots {
     pub max_snapshot_age_hours: u64,
     /// `history.expire.min-snapshots-to-keep`.
     pub min_snapshots_to_keep: u32,
+    /// Seconds an erasure keeps a snapshot it replaced — and the files it references — after
+    /// a newer commit superseded it, before expiring it (default 0: at once; at most
+    /// [`MAX_GRACE_SECONDS`]). Other writers' operations still in flight started from it:
+    /// PyIceberg's commit retry validates from its starting snapshot ("Cannot find starting
+    /// snapshot" once it is expired) and a delete reads its files. With a grace the erasure
+    /// finishes with the expiry pending until the grace ends (journal, attestation), and
+    /// `lethe verify` (or a rerun) expires them then; the sweep then also keeps unreferenced
+    /// files younger than the grace whatever its minimum age.
+    #[serde(default)]
+    pub grace_seconds: u64,
 }
+
+/// The longest grace `[snapshots] grace_seconds` may give (an hour): it is for operations in
+/// flight, which take seconds to minutes; longer would keep the subject's rows in time travel
+/// for no writer's sake.
+pub const MAX_GRACE_SECONDS: u64 = 3600;
 
 impl Default for Snapshots {
     fn default() -> Self {
         Snapshots {
             max_snapshot_age_hours: 120,
             min_snapshots_to_keep: 1,
+            grace_seconds: 0,
         }
     }
 }
@@ -193,6 +210,15 @@ impl RetentionFile {
                 ));
             }
         }
+        if f.value.snapshots.grace_seconds > MAX_GRACE_SECONDS {
+            return Err(f.error_at(
+                "snapshots.grace_seconds",
+                format!(
+                    "{} seconds is longer than the {MAX_GRACE_SECONDS} a grace may last: it keeps the snapshots an erasure replaced for other writers' operations in flight (seconds to minutes)",
+                    f.value.snapshots.grace_seconds
+                ),
+            ));
+        }
         match MetricsMode::parse(&f.value.statistics.protected) {
             Ok(MetricsMode::None | MetricsMode::Counts) => {}
             _ => {
@@ -203,6 +229,11 @@ impl RetentionFile {
             }
         }
         Ok(f)
+    }
+
+    /// How long an erasure keeps the snapshots it replaced (`[snapshots] grace_seconds`).
+    pub fn grace(&self) -> Duration {
+        Duration::seconds(self.value.snapshots.grace_seconds.min(MAX_GRACE_SECONDS) as i64)
     }
 
     /// The minimum age of a file before a sweep may remove it.
@@ -292,6 +323,20 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("statistics.protected"), "{e}");
+    }
+
+    #[test]
+    fn a_grace_is_seconds_to_minutes() {
+        let ok = load("[snapshots]\nmax_snapshot_age_hours = 120\nmin_snapshots_to_keep = 1\ngrace_seconds = 30\n").unwrap();
+        assert_eq!(ok.grace(), Duration::seconds(30));
+        assert_eq!(load("").unwrap().grace(), Duration::zero(), "default 0");
+        let e = load("[snapshots]\nmax_snapshot_age_hours = 120\nmin_snapshots_to_keep = 1\ngrace_seconds = 86400\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("retention.toml:4:") && e.contains("snapshots.grace_seconds"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -28,7 +28,7 @@ use lethe_iceberg::ops::sweep::{PurgeScope, TableLocations, purge_versions, swee
 use futures::future::BoxFuture;
 
 use super::durable_step;
-use super::journal::{Journal, TableCleanup, save_journal};
+use super::journal::{GracePending, Journal, TableCleanup, save_journal};
 use super::schedule::{Touch, cores, run_ordered};
 use crate::erasure::plan::Action;
 use crate::error::Result;
@@ -38,8 +38,13 @@ use crate::workspace::Workspace;
 const PHASES: [&str; 3] = ["history", "sweep", "purge-versions"];
 
 /// Whether a finished erasure still has a phase to run: the version purge, turned on after it
-/// finished.
+/// finished, or the history and sweep of tables whose grace has passed.
 pub(super) fn pending_phases(ws: &Workspace, journal: &Journal) -> bool {
+    !grace_passed(journal, ws.clock.now()).is_empty() || pending_purge(ws, journal)
+}
+
+/// Whether the version purge, turned on after the erasure finished, is still to run.
+pub(super) fn pending_purge(ws: &Workspace, journal: &Journal) -> bool {
     ws.config.storage.purge_versions
         && changed_tables(journal).iter().any(|t| {
             !journal
@@ -95,7 +100,7 @@ pub(super) async fn clean_up(
     let tables = changed_tables(journal);
     let n = tables.len();
     let locations = SharedLocations::default();
-    let purge = Arc::new(PurgeInputs::of(ws, journal)?);
+    let purge = Arc::new(Inputs::of(ws, journal)?);
     // Phase by phase over every table, the journal saved once per phase: each phase is
     // idempotent (a history already purged commits nothing more, a sweep finds nothing left
     // to remove), so a crash before the save only repeats the phase on the tables already
@@ -141,23 +146,106 @@ pub(super) async fn clean_up(
         done?;
         durable_step(&format!("cleanup {phase}"));
     }
+    note_grace(ws, journal).await?;
     Ok(())
 }
 
-/// What the version purge needs beyond the table: when the erasure started (objects deleted
-/// since are the ones it removed) and the case files (their traces find the noncurrent
-/// versions holding the subjects).
+/// With a grace: records, per changed table, until when the snapshots from before the
+/// erasure stay (the history phase kept them for other writers' operations in flight), or
+/// clears the record when none is left. The snapshots "from before" are those committed
+/// before the first time this ran for the table.
+pub(super) async fn note_grace(ws: &Workspace, journal: &mut Journal) -> Result<()> {
+    let grace_ms = journal.grace_seconds.max(0) * 1000;
+    if grace_ms == 0 {
+        return Ok(());
+    }
+    let now = ws.clock.now();
+    for t in changed_tables(journal) {
+        let before_ms = journal
+            .cleanup
+            .get(&t)
+            .and_then(|c| c.grace.as_ref())
+            .map_or(now.timestamp_millis(), |g| g.before_ms);
+        let table = ws.warehouse.load(&TableName::parse(&t)?).await?;
+        let until = lethe_iceberg::ops::expire::grace_ends(&table, grace_ms, before_ms, now)?;
+        journal.cleanup.entry(t).or_default().grace = until.map(|u| GracePending {
+            before_ms,
+            until: u.to_rfc3339(),
+        });
+    }
+    save_journal(ws, journal)
+}
+
+/// The tables whose grace has passed at `now`.
+pub(super) fn grace_passed(journal: &Journal, now: chrono::DateTime<chrono::Utc>) -> Vec<String> {
+    journal
+        .cleanup
+        .iter()
+        .filter(|(_, c)| c.grace.as_ref().is_some_and(|g| g.passed(now)))
+        .map(|(t, _)| t.clone())
+        .collect()
+}
+
+/// Once the grace of `tables` has passed: their history phase again (the snapshots kept for
+/// it expire, and the files only they referenced are deleted), their sweep, and with
+/// `[storage] purge_versions` their version purge; then the grace is noted again (cleared
+/// when nothing from before the erasure is left).
+pub(super) async fn finish_grace(
+    ws: &Workspace,
+    journal: &mut Journal,
+    tables: &[String],
+    tag: &str,
+    progress: &dyn Fn(&str),
+) -> Result<()> {
+    let min_age = Duration::seconds(journal.min_age_seconds);
+    let inputs = Arc::new(Inputs::of(ws, journal)?);
+    let locations = SharedLocations::default();
+    for phase in PHASES {
+        if phase == "purge-versions" && !ws.config.storage.purge_versions {
+            continue;
+        }
+        for t in tables {
+            progress(&format!("cleanup {phase} {t}: the grace has passed"));
+            let work = phase_work(
+                ws,
+                t,
+                phase,
+                tag,
+                min_age,
+                locations.clone(),
+                inputs.clone(),
+            )?;
+            let counts = work.await?;
+            journal
+                .cleanup
+                .entry(t.clone())
+                .or_default()
+                .absorb(&counts);
+        }
+    }
+    note_grace(ws, journal).await
+}
+
+/// What the cleanup phases need beyond the table: the grace the history keeps replaced
+/// snapshots for (and the sweep unreferenced files: `[snapshots] grace_seconds`), and for the
+/// version purge when the erasure started (objects deleted since are the ones it removed) and
+/// the case files (their traces find the noncurrent versions holding the subjects).
 #[derive(Default)]
-pub(super) struct PurgeInputs {
+pub(super) struct Inputs {
+    grace: Duration,
     since: Option<chrono::DateTime<chrono::Utc>>,
     cases: Vec<crate::erasure::case::CaseFile>,
 }
 
-impl PurgeInputs {
+impl Inputs {
     /// From an erasure's journal (case files read only when the purge will run).
-    fn of(ws: &Workspace, journal: &Journal) -> Result<Self> {
+    pub(super) fn of(ws: &Workspace, journal: &Journal) -> Result<Self> {
+        let grace = Duration::seconds(journal.grace_seconds.max(0));
         if !ws.config.storage.purge_versions {
-            return Ok(Self::default());
+            return Ok(Inputs {
+                grace,
+                ..Default::default()
+            });
         }
         let since = chrono::DateTime::parse_from_rfc3339(&journal.started_at)
             .map_err(|e| {
@@ -175,18 +263,19 @@ impl PurgeInputs {
                 Err(e) => tracing::info!("purge-versions: no traces of {}: {e}", r.request),
             }
         }
-        Ok(PurgeInputs {
+        Ok(Inputs {
+            grace,
             since: Some(since),
             cases,
         })
     }
 
     /// For tables changed outside a journal (`lethe register replay`): objects deleted since
-    /// `since`, no case files.
+    /// `since`, no case files, no grace.
     fn since(since: chrono::DateTime<chrono::Utc>) -> Self {
-        PurgeInputs {
+        Inputs {
             since: Some(since),
-            cases: Vec::new(),
+            ..Default::default()
         }
     }
 }
@@ -197,7 +286,7 @@ async fn purge_table(
     ws: &Workspace,
     wh: &lethe_iceberg::table::Warehouse,
     name: &TableName,
-    inputs: &PurgeInputs,
+    inputs: &Inputs,
     tables: &TableLocations,
 ) -> Result<usize> {
     let t = wh.load(name).await?;
@@ -227,9 +316,13 @@ async fn purge_table(
 /// The history phase's cutoff: every snapshot the table holds when the purge's commit is
 /// planned — each attempt again, so a snapshot another writer committed while the erasure's
 /// commit lost races and retried (holding the subject's rows: it was made before the
-/// erasure's change landed) expires with the rest, as the table's settings allow.
-pub(super) fn history_cutoff() -> Cutoff {
-    Cutoff::Every
+/// erasure's change landed) expires with the rest, as the table's settings allow — but for
+/// those superseded less than `grace` ago ([`Cutoff::Superseded`]): other writers'
+/// operations in flight may have started from them.
+pub(super) fn history_cutoff(grace: Duration) -> Cutoff {
+    Cutoff::Superseded {
+        grace_ms: grace.num_milliseconds(),
+    }
 }
 
 /// The history phase's counts from what purging a table's history did.
@@ -247,6 +340,7 @@ pub(super) fn history_work(
     ws: &Workspace,
     table: &str,
     tag: &str,
+    inputs: &Arc<Inputs>,
 ) -> Result<BoxFuture<'static, Result<TableCleanup>>> {
     phase_work(
         ws,
@@ -255,7 +349,7 @@ pub(super) fn history_work(
         tag,
         Duration::zero(),
         SharedLocations::default(),
-        Arc::default(),
+        inputs.clone(),
     )
 }
 
@@ -266,6 +360,7 @@ pub(super) fn sweep_work(
     tag: &str,
     min_age: Duration,
     locations: &SharedLocations,
+    inputs: &Arc<Inputs>,
 ) -> Result<BoxFuture<'static, Result<TableCleanup>>> {
     phase_work(
         ws,
@@ -274,7 +369,7 @@ pub(super) fn sweep_work(
         tag,
         min_age,
         locations.clone(),
-        Arc::default(),
+        inputs.clone(),
     )
 }
 
@@ -292,7 +387,7 @@ fn phase_work(
     tag: &str,
     min_age: Duration,
     locations: SharedLocations,
-    purge: Arc<PurgeInputs>,
+    purge: Arc<Inputs>,
 ) -> Result<BoxFuture<'static, Result<TableCleanup>>> {
     let name = TableName::parse(table)?;
     let ws = ws.clone();
@@ -304,8 +399,8 @@ fn phase_work(
         let mut c = TableCleanup::default();
         match phase {
             "history" => {
-                let r =
-                    purge_history(&wh, &name, history_cutoff(), summary, clock.as_ref()).await?;
+                let cutoff = history_cutoff(purge.grace);
+                let r = purge_history(&wh, &name, cutoff, summary, clock.as_ref()).await?;
                 c = history_counts(&r);
             }
             "purge-versions" => {
@@ -318,6 +413,8 @@ fn phase_work(
                 let tables = locations
                     .get_or_try_init(|| async { TableLocations::load(&wh).await.map(Arc::new) })
                     .await?;
+                // Files younger than the grace may be another writer's, in flight.
+                let min_age = min_age.max(purge.grace);
                 let r = sweep_among(&wh, &name, min_age, false, clock.as_ref(), tables).await?;
                 c.files_removed = r.removed;
                 c.files_too_young = r.too_young;
@@ -341,7 +438,7 @@ pub(crate) async fn clean_tables(
     let n = tables.len();
     let touches: Vec<Touch> = tables.iter().map(|t| Touch::table(t)).collect();
     let locations = SharedLocations::default();
-    let purge = Arc::new(PurgeInputs::since(started));
+    let purge = Arc::new(Inputs::since(started));
     for phase in PHASES {
         run_ordered(
             &touches,

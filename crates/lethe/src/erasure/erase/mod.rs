@@ -18,7 +18,10 @@
 //!    every snapshot older than the erasure's commits and empties the metadata log — carried
 //!    by the step's own commit when the table's last step is a DELETE or REWRITE that nothing
 //!    after it reads (the step is then recorded with the table's history phase) —; then the
-//!    sweep of unreferenced files older than the minimum age (`cleanup.rs`).
+//!    sweep of unreferenced files older than the minimum age (`cleanup.rs`). With `[snapshots]
+//!    grace_seconds`, snapshots superseded less than the grace ago stay, with their files, for
+//!    other writers' operations in flight: the erasure finishes with their expiry pending
+//!    (journal, attestation) until `lethe verify` or a rerun after the grace.
 //!
 //! Steps 3 and 4 overlap where the tables allow (`schedule.rs`): steps on different tables run
 //! at once, a RECOMPUTE starts when the steps on the tables it reads have landed, and a table's
@@ -78,8 +81,8 @@ use lethe_iceberg::ops::rewrite::{RowRewrite, rewrite_rows};
 use serde::Serialize;
 
 pub use journal::{
-    Journal, JournalStep, SelectBy, TableCleanup, batch_id, find_request, journal_path, journals,
-    load_journal, selection_predicate,
+    GracePending, Journal, JournalStep, SelectBy, TableCleanup, batch_id, find_request,
+    journal_path, journals, load_journal, selection_predicate,
 };
 pub use prepare::{Prepared, prepare, prepare_drawn};
 pub use stores::{StoreState, StoreStep, VerifyOutcome, verify_pending};
@@ -292,19 +295,40 @@ pub async fn run_pending_cleanup(
     if !cleanup::pending_phases(ws, journal) {
         return Ok(false);
     }
-    progress(&format!(
-        "erasure {}: purging noncurrent versions",
-        journal.batch
-    ));
     let tag = journal
         .requests
         .iter()
         .map(|r| r.request.clone())
         .collect::<Vec<_>>()
         .join(",");
-    cleanup::clean_up(ws, journal, &tag, progress).await?;
+    if cleanup::pending_purge(ws, journal) {
+        progress(&format!(
+            "erasure {}: purging noncurrent versions",
+            journal.batch
+        ));
+        cleanup::clean_up(ws, journal, &tag, progress).await?;
+    }
+    let passed = cleanup::grace_passed(journal, ws.clock.now());
+    if !passed.is_empty() {
+        progress(&format!(
+            "erasure {}: the grace of the snapshots it replaced has passed",
+            journal.batch
+        ));
+        cleanup::finish_grace(ws, journal, &passed, &tag, progress).await?;
+        check_logically(ws, &ws.governance()?, journal, progress).await?;
+    }
     save_journal(ws, journal)?;
     Ok(true)
+}
+
+/// Tables whose snapshots from before the erasure are kept for the grace, with until when
+/// (`[snapshots] grace_seconds`): the erasure is pending until then.
+pub fn grace_pending(journal: &Journal) -> Vec<(String, String)> {
+    journal
+        .cleanup
+        .iter()
+        .filter_map(|(t, c)| c.grace.as_ref().map(|g| (t.clone(), g.until.clone())))
+        .collect()
 }
 
 /// What an earlier run of the same batch left.
@@ -483,7 +507,9 @@ async fn run_steps(
     let n = count(|p| matches!(p, Piece::History(_)));
     let n_sweeps = count(|p| matches!(p, Piece::Sweep(_)));
     let min_age = Duration::seconds(journal.min_age_seconds);
+    let grace = Duration::seconds(journal.grace_seconds.max(0));
     let locations = cleanup::SharedLocations::default();
+    let inputs = std::sync::Arc::new(cleanup::Inputs::of(ws, journal)?);
     let waits = schedule::waits(&touches);
     let mut piece_costs: Vec<u64> = Vec::with_capacity(pieces.len());
     for (k, piece) in pieces.iter().enumerate() {
@@ -527,20 +553,20 @@ async fn run_steps(
                     let work = if step.action == Action::Recompute {
                         recompute_work(ws, step, tag)?
                     } else {
-                        step_work(ws, step, tag, purging.contains(i))?
+                        step_work(ws, step, tag, purging.contains(i).then_some(grace))?
                     };
                     Box::pin(async move { Ok(Outcome::Step(work.await?)) })
                 }
                 Piece::History(t) => {
                     history_at += 1;
                     progress(&format!("cleanup history {history_at}/{n} {t}"));
-                    let work = cleanup::history_work(ws, t, tag)?;
+                    let work = cleanup::history_work(ws, t, tag, &inputs)?;
                     Box::pin(async move { Ok(Outcome::History(work.await?)) })
                 }
                 Piece::Sweep(t) => {
                     sweep_at += 1;
                     progress(&format!("cleanup sweep {sweep_at}/{n_sweeps} {t}"));
-                    let work = cleanup::sweep_work(ws, t, tag, min_age, &locations)?;
+                    let work = cleanup::sweep_work(ws, t, tag, min_age, &locations, &inputs)?;
                     Box::pin(async move { Ok(Outcome::Sweep(work.await?)) })
                 }
             })
@@ -718,16 +744,16 @@ fn row_change(step: &JournalStep) -> Result<Option<RowRewrite>> {
 
 /// A DELETE or REWRITE step as work that owns what it needs ([`row_change`]), on a warehouse
 /// whose commits sync apart from the other tasks' ([`Warehouse::for_concurrent_work`]). With
-/// `purge`, the step's commit also purges the table's history (the cleanup's history phase:
-/// every older snapshot expired, no `DELETED` entries, the metadata log emptied; see
-/// [`RowRewrite::with_history_purge`]).
+/// `purge` (the grace), the step's commit also purges the table's history (the cleanup's
+/// history phase: every older snapshot expired but those superseded less than the grace ago,
+/// no `DELETED` entries, the metadata log emptied; see [`RowRewrite::with_history_purge`]).
 ///
 /// [`Warehouse::for_concurrent_work`]: lethe_iceberg::table::Warehouse::for_concurrent_work
 fn step_work(
     ws: &Workspace,
     step: &JournalStep,
     tag: &str,
-    purge: bool,
+    purge: Option<Duration>,
 ) -> Result<BoxFuture<'static, Result<Landed>>> {
     let name = TableName::parse(&step.table)?;
     let Some(spec) = row_change(step)? else {
@@ -749,9 +775,9 @@ fn step_work(
     if let Some(run) = step.runs.last() {
         spec = spec.with_run(run.clone());
     }
-    if purge {
+    if let Some(grace) = purge {
         spec = spec.with_history_purge(PurgeHistory {
-            cutoff: cleanup::history_cutoff(),
+            cutoff: cleanup::history_cutoff(grace),
             clock: ws.clock.clone(),
         });
     }

@@ -969,6 +969,7 @@ pub(super) async fn plan_erasure(
         steps,
         cleanup: BTreeMap::new(),
         min_age_seconds: min_age.num_seconds(),
+        grace_seconds: gov.retention.grace().num_seconds(),
         stores: store_plan.steps,
         deadline: Some(due.to_string()),
         logical: None,

@@ -8,12 +8,17 @@
 //! table first (a lost swap, REST 409), the table is reloaded and the action planned again
 //! against the new state — never committed blindly — with exponential backoff, up to
 //! `commit.retry.num-retries` (default 4, as Iceberg Java; `commit.retry.min-wait-ms` 100,
-//! `commit.retry.max-wait-ms` 60000, `commit.retry.total-timeout-ms` 1800000).
+//! `commit.retry.max-wait-ms` 60000, `commit.retry.total-timeout-ms` 1800000). Planning again
+//! need not start over: an action may keep what still holds on the new state (a row change
+//! keeps the files it rewrote whose plan the other writer's commits didn't touch,
+//! [`ActionCommit::retained`]); those files are deleted only when the commit gives up.
 //!
-//! Files written by an attempt that certainly failed are deleted. When the outcome is unknown
-//! (the catalog errored during the swap, a 5xx, a timeout), nothing is deleted: the table is
-//! reloaded, and if it shows the change the commit succeeded; otherwise the files are left
-//! for the sweep and the action is planned again.
+//! Files written by an attempt that certainly failed are deleted — after a reload shows the
+//! table doesn't reference them: a catalog's "not applied" is never taken on its word alone.
+//! When the outcome is unknown (the catalog errored during the swap, a 5xx, a timeout, a 2xx
+//! whose answer lethe can't read), nothing is deleted: the table is reloaded, and if it shows
+//! the change the commit succeeded; otherwise the files are left for the sweep and the action
+//! is planned again.
 
 use std::time::{Duration, Instant};
 
@@ -33,6 +38,11 @@ pub struct ActionCommit {
     pub requirements: Vec<TableRequirement>,
     /// Files this attempt wrote (deleted if the attempt certainly failed).
     pub written: Vec<String>,
+    /// Files the action wrote that it keeps for its next attempt when this one loses a race
+    /// (its plan of them still holds): deleted only when the commit gives up for certain.
+    /// After an unknown outcome the action forgets them ([`TableAction::forget_retained`]):
+    /// they are left for the sweep, never reused.
+    pub retained: Vec<String>,
     /// The snapshot this commit adds, if any.
     pub snapshot_id: Option<i64>,
     /// Empty the metadata log: older metadata files (with old summaries and schemas) are then
@@ -43,8 +53,14 @@ pub struct ActionCommit {
 /// A change to one table, planned against the table as it is when each attempt starts.
 #[async_trait]
 pub trait TableAction: Send {
-    /// Plans the change against `table`; `None` when there is nothing to do.
+    /// Plans the change against `table`; `None` when there is nothing to do. An action that
+    /// keeps files across attempts ([`ActionCommit::retained`]) deletes them itself when
+    /// planning fails or finds nothing to do.
     async fn plan(&mut self, wh: &Warehouse, table: &LoadedTable) -> Result<Option<ActionCommit>>;
+
+    /// The files retained by the last attempt are no longer the action's to reuse or delete
+    /// (the commit's outcome was unknown, or the commit path deleted them): forget them.
+    fn forget_retained(&mut self) {}
 }
 
 /// A landed commit.
@@ -177,98 +193,27 @@ pub async fn commit(
 ) -> Result<Option<Committed>> {
     let started = Instant::now();
     let mut attempt: u32 = 0;
+    // Files the last attempt kept for the next one (deleted if the commit gives up).
+    let mut retained: Vec<String> = Vec::new();
     loop {
         attempt += 1;
-        let table = wh.load(name).await?;
-        let policy = RetryPolicy::of(&table)?;
-        // What planning writes is synced in one pass before the swap (store::local_io).
-        wh.store.defer_syncs();
-        let planned = action.plan(wh, &table).await;
-        let synced = wh.store.sync_deferred();
-        let Some(planned) = planned? else {
-            return Ok(None);
-        };
-        let cleanup = |files: &[String]| {
-            for f in files {
-                if let Err(e) = wh.store.delete(f) {
-                    tracing::warn!("{name}: could not remove {f} after a failed commit: {e}");
+        let attempted = attempt_once(wh, name, action, attempt).await;
+        let (planned, policy) = match attempted {
+            Ok(Attempt::Done(c)) => return Ok(c),
+            Ok(Attempt::Lost(planned, policy)) => (planned, policy),
+            Err(e) => {
+                // The action deleted its kept files itself, or never reached the commit.
+                if !retained.is_empty() {
+                    delete_files(wh, name, &retained);
+                    action.forget_retained();
                 }
+                return Err(e);
             }
         };
-        if let Err(e) = synced {
-            cleanup(&planned.written);
-            return Err(e);
-        }
-        let change = TableChange {
-            requirements: &planned.requirements,
-            updates: &planned.updates,
-            trim_metadata_log: planned.trim_metadata_log,
-        };
-        let outcome = match injected_unknown(name, "before") {
-            Some(o) => Ok(o),
-            None => {
-                wh.catalog
-                    .commit_table(&table, change, wh.store.as_ref())
-                    .await
-            }
-        };
-        let outcome = match outcome {
-            Ok(CommitOutcome::Committed(t)) => match injected_unknown(name, "after") {
-                Some(o) => o,
-                None => CommitOutcome::Committed(t),
-            },
-            other => match other {
-                Ok(o) => o,
-                Err(e) => {
-                    // Certainly not applied: what this attempt wrote is nobody's.
-                    cleanup(&planned.written);
-                    return Err(e);
-                }
-            },
-        };
-        match outcome {
-            CommitOutcome::Committed(t) => {
-                return Ok(Some(Committed {
-                    table: t,
-                    snapshot_id: planned.snapshot_id,
-                    attempts: attempt,
-                }));
-            }
-            CommitOutcome::Conflict(reason) => {
-                tracing::info!(
-                    "{name}: commit attempt {attempt} lost the race ({reason}); replanning"
-                );
-                cleanup(&planned.written);
-            }
-            CommitOutcome::Unknown(reason) => {
-                // The outcome is unknown: reconcile by reloading, never delete what we wrote.
-                tracing::warn!("{name}: the commit's outcome is unknown ({reason}); reconciling");
-                match wh.load(name).await {
-                    Ok(t) if reflects(&planned, &t) => {
-                        return Ok(Some(Committed {
-                            table: t,
-                            snapshot_id: planned.snapshot_id,
-                            attempts: attempt,
-                        }));
-                    }
-                    Ok(_) => {
-                        tracing::warn!(
-                            "{name}: the commit did not land; its files are left for the sweep"
-                        );
-                    }
-                    Err(reload) => {
-                        return Err(Error::CommitConflict {
-                            table: name.to_string(),
-                            attempts: attempt,
-                            reason: format!(
-                                "the outcome is unknown ({reason}) and reloading failed ({reload}); nothing was deleted, run again to reconcile"
-                            ),
-                        });
-                    }
-                }
-            }
-        }
+        retained = planned;
         if attempt > policy.retries || started.elapsed() > policy.total {
+            delete_files(wh, name, &retained);
+            action.forget_retained();
             return Err(Error::CommitConflict {
                 table: name.to_string(),
                 attempts: attempt,
@@ -276,6 +221,178 @@ pub async fn commit(
             });
         }
         tokio::time::sleep(policy.wait(attempt - 1)).await;
+    }
+}
+
+/// How one attempt ended.
+enum Attempt {
+    /// Finished: committed (or nothing to do).
+    Done(Option<Committed>),
+    /// Not applied (a lost race, or an unknown outcome the reload showed didn't land): try
+    /// again; the files the action retained for it (empty after an unknown outcome).
+    Lost(Vec<String>, RetryPolicy),
+}
+
+fn delete_files(wh: &Warehouse, name: &TableName, files: &[String]) {
+    for f in files {
+        if let Err(e) = wh.store.delete(f) {
+            tracing::warn!("{name}: could not remove {f} after a failed commit: {e}");
+        }
+    }
+}
+
+/// One attempt: load, plan, commit, and find out what happened.
+async fn attempt_once(
+    wh: &Warehouse,
+    name: &TableName,
+    action: &mut dyn TableAction,
+    attempt: u32,
+) -> Result<Attempt> {
+    let table = wh.load(name).await?;
+    let policy = RetryPolicy::of(&table)?;
+    // What planning writes is synced in one pass before the swap (store::local_io).
+    wh.store.defer_syncs();
+    let planned = action.plan(wh, &table).await;
+    let synced = wh.store.sync_deferred();
+    let Some(planned) = planned? else {
+        return Ok(Attempt::Done(None));
+    };
+    if let Err(e) = synced {
+        delete_files(wh, name, &planned.written);
+        delete_files(wh, name, &planned.retained);
+        action.forget_retained();
+        return Err(e);
+    }
+    let change = TableChange {
+        requirements: &planned.requirements,
+        updates: &planned.updates,
+        trim_metadata_log: planned.trim_metadata_log,
+    };
+    let outcome = match injected_unknown(name, "before") {
+        Some(o) => Ok(o),
+        None => {
+            wh.catalog
+                .commit_table(&table, change, wh.store.as_ref())
+                .await
+        }
+    };
+    let outcome = match outcome {
+        Ok(CommitOutcome::Committed(t)) => match injected_unknown(name, "after") {
+            Some(o) => o,
+            None => CommitOutcome::Committed(t),
+        },
+        Ok(o) => o,
+        Err(e) => return refused(wh, name, action, &planned, attempt, e).await,
+    };
+    match outcome {
+        CommitOutcome::Committed(t) => Ok(Attempt::Done(Some(Committed {
+            table: t,
+            snapshot_id: planned.snapshot_id,
+            attempts: attempt,
+        }))),
+        CommitOutcome::Conflict(reason) => {
+            tracing::info!(
+                "{name}: commit attempt {attempt} lost the race ({reason}); planning again (what still holds is kept)"
+            );
+            delete_files(wh, name, &planned.written);
+            Ok(Attempt::Lost(planned.retained, policy))
+        }
+        CommitOutcome::Unknown(reason) => {
+            // The outcome is unknown: reconcile by reloading, never delete what we wrote.
+            tracing::warn!("{name}: the commit's outcome is unknown ({reason}); reconciling");
+            match wh.load(name).await {
+                Ok(t) if reflects(&planned, &t) => Ok(Attempt::Done(Some(
+                    landed(wh, name, &planned, t, attempt).await,
+                ))),
+                Ok(_) => {
+                    tracing::warn!(
+                        "{name}: the commit did not land; its files are left for the sweep"
+                    );
+                    action.forget_retained();
+                    Ok(Attempt::Lost(Vec::new(), policy))
+                }
+                Err(reload) => {
+                    action.forget_retained();
+                    Err(Error::CommitConflict {
+                        table: name.to_string(),
+                        attempts: attempt,
+                        reason: format!(
+                            "the outcome is unknown ({reason}) and reloading failed ({reload}); nothing was deleted, run again to reconcile"
+                        ),
+                    })
+                }
+            }
+        }
+    }
+}
+
+/// The catalog refused the commit (`e`): it says the change certainly did not land. Files the
+/// table may point at are never deleted on a catalog's word alone: a reload that shows the
+/// change (or fails) keeps them.
+async fn refused(
+    wh: &Warehouse,
+    name: &TableName,
+    action: &mut dyn TableAction,
+    planned: &ActionCommit,
+    attempt: u32,
+    e: Error,
+) -> Result<Attempt> {
+    action.forget_retained();
+    match wh.load(name).await {
+        Ok(t) if reflects(planned, &t) => {
+            tracing::warn!(
+                "{name}: the catalog failed the commit ({e}) but the table shows it landed"
+            );
+            Ok(Attempt::Done(Some(
+                landed(wh, name, planned, t, attempt).await,
+            )))
+        }
+        Ok(_) => {
+            delete_files(wh, name, &planned.written);
+            delete_files(wh, name, &planned.retained);
+            Err(e)
+        }
+        Err(reload) => {
+            tracing::warn!(
+                "{name}: the commit failed ({e}) and reloading failed ({reload}): its files are left for the sweep"
+            );
+            Err(e)
+        }
+    }
+}
+
+/// A commit found landed by reloading (`table`, after an unknown outcome): what the catalog's
+/// answer would have finished is finished here — a trimmed metadata log's older files, which
+/// a REST server keeps listing, are deleted.
+async fn landed(
+    wh: &Warehouse,
+    name: &TableName,
+    planned: &ActionCommit,
+    table: LoadedTable,
+    attempts: u32,
+) -> Committed {
+    let mut table = table;
+    if planned.trim_metadata_log && !table.metadata.metadata_log().is_empty() {
+        let trim = TableChange {
+            requirements: &[],
+            updates: &[],
+            trim_metadata_log: true,
+        };
+        match wh
+            .catalog
+            .commit_table(&table, trim, wh.store.as_ref())
+            .await
+        {
+            Ok(CommitOutcome::Committed(t)) => table = t,
+            Ok(_) | Err(_) => tracing::warn!(
+                "{name}: the metadata log was not trimmed after the commit; the history purge will trim it when run again"
+            ),
+        }
+    }
+    Committed {
+        table,
+        snapshot_id: planned.snapshot_id,
+        attempts,
     }
 }
 
@@ -335,6 +452,7 @@ impl TableAction for SetProperties {
                 uuid: table.metadata.uuid(),
             }],
             written: Vec::new(),
+            retained: Vec::new(),
             snapshot_id: None,
             trim_metadata_log: false,
         }))

@@ -6,7 +6,7 @@ use iceberg::spec::{Datum, ManifestStatus, PrimitiveType, Type};
 use serde::Serialize;
 
 use crate::catalog::TableName;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::ops::expire::refs;
 use crate::table::Warehouse;
 
@@ -17,8 +17,13 @@ pub struct TableSummary {
     pub table: String,
     /// Format version.
     pub format_version: u8,
-    /// Rows in the current snapshot.
-    pub rows: u64,
+    /// Live rows in the current snapshot, as an engine reads them: rows that delete files and
+    /// deletion vectors hide are not counted. None when lethe can't read the table's delete
+    /// files (then only `rows_stored` is known).
+    pub rows: Option<u64>,
+    /// Rows stored in the current snapshot's data files (the manifests' record counts, hidden
+    /// rows included).
+    pub rows_stored: u64,
     /// Live data files.
     pub data_files: usize,
     /// Live delete files.
@@ -35,10 +40,16 @@ pub async fn tables(wh: &Warehouse) -> Result<Vec<TableSummary>> {
     for name in wh.tables().await? {
         let t = wh.load(&name).await?;
         let files = wh.current_files(&t).await?;
+        let rows = match crate::ops::rewrite::live_rows(wh, &t).await {
+            Ok(n) => Some(n),
+            Err(Error::Unsupported { .. }) => None,
+            Err(e) => return Err(e),
+        };
         out.push(TableSummary {
             table: name.to_string(),
             format_version: t.metadata.format_version() as u8,
-            rows: files
+            rows,
+            rows_stored: files
                 .iter()
                 .filter(|f| f.is_data())
                 .map(|f| f.entry.data_file.record_count())

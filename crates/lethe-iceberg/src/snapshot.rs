@@ -65,6 +65,11 @@ pub struct SnapshotChanges {
     pub drop_removed: bool,
     /// Extra summary keys (`erasure-request`, `retention-rule`, ...).
     pub summary: BTreeMap<String, String>,
+    /// Names the manifests and the manifest list after this tag instead of a random uuid
+    /// (`{tag}-m{n}.avro`, `snap-{id}-1-{tag}.avro`): a change run under a recorded name
+    /// ([`crate::ops::rewrite::RowRewrite::with_run`]) can find what a killed attempt left.
+    /// Unique per attempt.
+    pub name_tag: Option<String>,
     /// Added delete files that replace a delete file, by location: a delete file rewritten to
     /// drop some of its rows keeps the data sequence number and partition spec of the one it
     /// replaces, so it applies to exactly the data files it applied to before. Files not named
@@ -94,6 +99,7 @@ impl SnapshotChanges {
             drop_removed: false,
             summary: BTreeMap::new(),
             kept_deletes: HashMap::new(),
+            name_tag: None,
         }
     }
 }
@@ -181,6 +187,10 @@ pub async fn produce_on(
     let mut removed_files: Vec<DataFile> = Vec::new();
     let mut live_after: Vec<DataFile> = Vec::new();
     let mut counter = 0usize;
+    let tag = changes
+        .name_tag
+        .clone()
+        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
 
     let result: Result<()> = async {
         if let Some(parent) = &parent {
@@ -229,10 +239,7 @@ pub async fn produce_on(
                     continue;
                 }
                 counter += 1;
-                let path = format!(
-                    "{location}/metadata/{}-m{counter}.avro",
-                    uuid::Uuid::new_v4()
-                );
+                let path = format!("{location}/metadata/{tag}-m{counter}.avro");
                 let builder = ManifestWriterBuilder::new(
                     file_io.new_output(&path)?,
                     Some(snapshot_id),
@@ -325,10 +332,7 @@ pub async fn produce_on(
                     ))
                 })?;
                 counter += 1;
-                let path = format!(
-                    "{location}/metadata/{}-m{counter}.avro",
-                    uuid::Uuid::new_v4()
-                );
+                let path = format!("{location}/metadata/{tag}-m{counter}.avro");
                 let builder = ManifestWriterBuilder::new(
                     file_io.new_output(&path)?,
                     Some(snapshot_id),
@@ -361,10 +365,7 @@ pub async fn produce_on(
         return Err(e);
     }
 
-    let list_path = format!(
-        "{location}/metadata/snap-{snapshot_id}-1-{}.avro",
-        uuid::Uuid::new_v4()
-    );
+    let list_path = format!("{location}/metadata/snap-{snapshot_id}-1-{tag}.avro");
     written.push(list_path.clone());
     // Row lineage: the snapshot's first row id is the table's next row id on this attempt.
     let first_row_id = (version == FormatVersion::V3).then(|| meta.next_row_id());
@@ -439,6 +440,7 @@ pub async fn produce_on(
         updates,
         requirements,
         written,
+        retained: Vec::new(),
         snapshot_id: Some(snapshot_id),
         trim_metadata_log: false,
     })

@@ -48,14 +48,31 @@ pub struct StoredVersion {
     pub location: String,
     /// The version id the store gave it (`null` for an object written while versioning was off).
     pub version: String,
-    /// Whether it is the object's current version (or the marker hiding it).
-    pub current: bool,
+    /// Whether it is the object's current version (or the marker hiding it): `Some(true)` or
+    /// `Some(false)` as the store's listing says, None when it says nothing. Unknown is not
+    /// current: the proof scan reads such a version as it reads a noncurrent one, and a purge
+    /// asks the store which version is current before it deletes one
+    /// ([`StoredVersion::may_be_noncurrent`], [`FileStore::current_version`]).
+    pub current: Option<bool>,
     /// Whether it is a delete marker.
     pub delete_marker: bool,
     /// Size in bytes (0 for a delete marker).
     pub size: u64,
     /// When it was written.
     pub modified: DateTime<Utc>,
+}
+
+impl StoredVersion {
+    /// Whether the listing said this is the current version (or the marker hiding it).
+    pub fn is_current(&self) -> bool {
+        self.current == Some(true)
+    }
+
+    /// Whether it may be a noncurrent version: the listing said so, or said nothing (such a
+    /// version is read by the proof scan, never skipped as current).
+    pub fn may_be_noncurrent(&self) -> bool {
+        !self.is_current()
+    }
 }
 
 /// A streamed listing: items arrive page by page, errors in place.
@@ -318,6 +335,12 @@ pub trait FileStore: Send + Sync + Debug {
     /// Deletes a file; a file already gone is not an error. In a versioned bucket this leaves
     /// the bytes in a noncurrent version.
     fn delete(&self, location: &str) -> Result<()>;
+    /// The version id of an object's current version: None when the object doesn't exist (or
+    /// its latest version is a delete marker), or the store keeps no versions.
+    fn current_version(&self, location: &str) -> Result<Option<String>> {
+        let _ = location;
+        Ok(None)
+    }
     /// Deletes one version of an object for good (a noncurrent version or a delete marker).
     fn delete_version(&self, location: &str, version: &str) -> Result<()> {
         let _ = version;

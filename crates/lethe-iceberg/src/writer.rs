@@ -549,6 +549,10 @@ impl<'a> TableWriter<'a> {
         };
         let location = format!("{dir}/{:05}-{}.parquet", self.counter, self.run);
         let sink = self.store.create(&location)?;
+        // Tests stop here, the file created and nothing in it yet (a kill then leaves it
+        // empty).
+        #[cfg(feature = "failpoints")]
+        fail::eval("table-writer-file-created", |_| ());
         let plain = plain_columns(first);
         let props = if plain.is_empty() {
             self.props.clone()
@@ -669,6 +673,12 @@ impl<'a> TableWriter<'a> {
             .upper_bounds(upper);
         b.build()
             .map_err(|e| Error::Internal(format!("data file metadata: {e}")))
+    }
+
+    /// The data files closed so far ([`TableWriter::roll`]), handed over: [`TableWriter::finish`]
+    /// and [`TableWriter::locations`] no longer list them.
+    pub fn take_done(&mut self) -> Vec<DataFile> {
+        std::mem::take(&mut self.done)
     }
 
     /// Closes every open file and returns the data files written.

@@ -190,6 +190,12 @@ pub async fn erase(a: EraseArgs, config: Option<&Path>) -> anyhow::Result<ExitCo
     if !report.dry_run {
         let pending = j.stores.iter().any(|s| !s.state.settled() && !s.is_held());
         let r = &j.requests[0].request;
+        for (t, until) in lethe::erasure::erase::grace_pending(j) {
+            println!(
+                "PENDING {t}: the snapshots the erasure replaced are kept until {until} for other writers' operations in flight ([snapshots] grace_seconds = {}); then: lethe verify --request {r}",
+                j.grace_seconds
+            );
+        }
         if pending {
             println!(
                 "next: after the pending stores' rebuilds, lethe verify --request {r}; then lethe scan --request {r} && lethe attest --request {r}"

@@ -40,7 +40,10 @@ pub async fn tables(a: TablesArgs, config: Option<&Path>) -> anyhow::Result<Exit
             .map(|s| {
                 vec![
                     s.table.clone(),
-                    out::count(s.rows),
+                    match s.rows {
+                        Some(n) => out::count(n),
+                        None => format!("? ({} stored)", out::count(s.rows_stored)),
+                    },
                     s.data_files.to_string(),
                     s.delete_files.to_string(),
                     s.snapshots.to_string(),

@@ -34,6 +34,15 @@ pub async fn verify(a: VerifyArgs, config: Option<&Path>) -> anyhow::Result<Exit
         None => ws.clock.now().date_naive(),
     };
     let quiet = a.json;
+    // Snapshots the erasure replaced and kept for a grace: expired once the grace has passed.
+    let graced = lethe::erasure::erase::grace_pending(&j);
+    let cleaned = if j.is_finished() {
+        lethe::erasure::erase::run_pending_cleanup(&ws, &mut j, &out::progress_unless(quiet))
+            .await?
+    } else {
+        false
+    };
+    let grace_left = lethe::erasure::erase::grace_pending(&j);
     let outcomes = verify_pending(&ws, &mut j, today, &out::progress_unless(quiet)).await?;
     out::progress_done();
     let m = lethe::erasure::manifest::of_request(&ws, &j, &a.request, None)?;
@@ -46,9 +55,26 @@ pub async fn verify(a: VerifyArgs, config: Option<&Path>) -> anyhow::Result<Exit
                 | lethe::erasure::erase::StoreState::Held
         )
     });
+    let settled = settled && grace_left.is_empty();
     if a.json {
-        out::json(&serde_json::json!({ "probed": outcomes, "manifest": m }))?;
+        out::json(&serde_json::json!({
+            "probed": outcomes,
+            "manifest": m,
+            "grace_pending": grace_left,
+            "cleaned_up": cleaned,
+        }))?;
     } else {
+        for (t, until) in &graced {
+            match grace_left.iter().find(|(g, _)| g == t) {
+                Some((_, u)) => println!(
+                    "{t}: the snapshots the erasure replaced are kept until {u} ([snapshots] grace_seconds); run lethe verify --request {} after then",
+                    a.request
+                ),
+                None => println!(
+                    "{t}: the snapshots the erasure replaced (kept until {until}) are expired"
+                ),
+            }
+        }
         if outcomes.is_empty() {
             println!("no store of {} was pending", a.request);
         }

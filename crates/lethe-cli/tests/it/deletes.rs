@@ -202,6 +202,14 @@ async fn check(ws: &Workspace, name: &TableName, model: &[ModelRow], seed: u64, 
         "seed {seed}, {step}: total"
     );
     assert_eq!(matched, total, "seed {seed}, {step}");
+    // `lethe tables` counts the live rows too (issue 44 item 9: it counted hidden ones).
+    let listed = lethe_iceberg::inspect::tables(wh).await.unwrap();
+    let row = listed.iter().find(|s| s.table == name.to_string()).unwrap();
+    assert_eq!(
+        row.rows,
+        Some(live(model).len() as u64),
+        "seed {seed}, {step}: lethe tables"
+    );
     let some = Predicate::is_in("id", vec![Value::Int(3), Value::Int(4)]);
     let (m, _) = count_rows(wh, &t, &some).await.unwrap();
     let expect = live(model).iter().filter(|r| r.0 == 3 || r.0 == 4).count();

@@ -32,16 +32,16 @@ use lethe_iceberg::writer::WriteOptions;
 use crate::common::{interop_dir, python};
 
 /// The learner the demo erases, and their identifying values (from the demo's CRM export).
-const LEARNER: i64 = 3590;
+pub(crate) const LEARNER: i64 = 3590;
 
 /// A server variable `scripts/test.sh` exports.
-fn env(name: &str) -> String {
+pub(crate) fn env(name: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| {
         panic!("{name} is not set: run the tests with `bash scripts/test.sh`, which starts SeaweedFS and PostgreSQL (docs/services.md)")
     })
 }
 
-fn suffix() -> String {
+pub(crate) fn suffix() -> String {
     format!("{:08x}", rand::random::<u32>())
 }
 
@@ -117,7 +117,7 @@ fn tail(s: &str, n: usize) -> String {
 }
 
 /// Runs one of tests/interop/*.py; returns its JSON output.
-fn py(script: &str, args: &[&str], stdin: Option<&str>) -> serde_json::Value {
+pub(crate) fn py(script: &str, args: &[&str], stdin: Option<&str>) -> serde_json::Value {
     let mut child = Command::new(python())
         .arg(interop_dir().join(script))
         .args(args)
@@ -733,7 +733,11 @@ async fn the_rest_catalog_end_to_end() {
 /// A small table of `rows` events in a fresh namespace of the workspace's catalog: every 4th
 /// row is the person's. (The column is `person_id`, not `learner_id`: the Spark part of the
 /// end-to-end test erases learner 3590 from every table with a `learner_id` column.)
-async fn events_table(ws: &Workspace, ns: &str, rows: std::ops::Range<i64>) -> TableName {
+pub(crate) async fn events_table(
+    ws: &Workspace,
+    ns: &str,
+    rows: std::ops::Range<i64>,
+) -> TableName {
     let name = TableName::parse(&format!("{ns}.events")).unwrap();
     let schema = Arc::new(ArrowSchema::new(vec![
         Field::new("event_id", DataType::Int64, false),
@@ -777,7 +781,7 @@ async fn events_table(ws: &Workspace, ns: &str, rows: std::ops::Range<i64>) -> T
 }
 
 /// A workspace on the REST catalog (OAuth2 client credentials from LETHE_REST_CREDENTIAL).
-fn rest_workspace(dir: &Path) -> Workspace {
+pub(crate) fn rest_workspace(dir: &Path) -> Workspace {
     std::fs::create_dir_all(dir).unwrap();
     let catalog = CatalogConfig {
         kind: "rest".into(),
@@ -796,7 +800,7 @@ fn rest_workspace(dir: &Path) -> Workspace {
     Workspace::open(&Config::load(&file).unwrap()).unwrap()
 }
 
-fn person() -> Predicate {
+pub(crate) fn person() -> Predicate {
     Predicate::eq("person_id", Value::Int(LEARNER))
 }
 

@@ -136,6 +136,39 @@ fn with_channel(schema: &Schema) -> Schema {
 
 /// lethe's own v3 fixtures: `crm.customers` (one data file, a vector hiding customer 3) and
 /// `shop.orders` (files A: orders 1-20 with the subject's 6, B: 21-40 with the subject's 26,
+/// Regression (issue 44 item 9): `lethe tables` counted the rows deletion vectors hide (64
+/// where PyIceberg, like Spark, reads 60). It counts live rows now, and the stored ones apart.
+#[tokio::test(flavor = "multi_thread")]
+async fn lethe_tables_counts_rows_as_engines_read_them() {
+    let f = Foreign::new(FormatVersion::V3, "").await;
+    let wh = f.wh();
+    f.create("shop.orders", orders_schema(), None, FormatVersion::V3)
+        .await;
+    f.append("shop.orders", &orders(1..=20)).await;
+    f.append("shop.orders", &orders(21..=40)).await;
+    delete_by_vector(wh, &name("shop.orders"), &orders_in(&[6, 10, 30, 33]))
+        .await
+        .unwrap();
+    let py = f.py_v3("shop.orders");
+    assert_eq!(py["row_count"], 36, "{py}");
+    let listed = lethe_iceberg::inspect::tables(wh).await.unwrap();
+    let orders = listed.iter().find(|t| t.table == "shop.orders").unwrap();
+    assert_eq!(orders.rows, Some(36), "as PyIceberg reads it: {orders:?}");
+    assert_eq!(orders.rows_stored, 40);
+    // Every other table: live rows as PyIceberg reads them.
+    for t in &listed {
+        let py = f.py_v3(&t.table);
+        assert_eq!(
+            t.rows,
+            py["row_count"].as_u64(),
+            "{}: lethe tables {:?}, PyIceberg {}",
+            t.table,
+            t.rows,
+            py["row_count"]
+        );
+    }
+}
+
 /// C: 61-80 without the subject; one Puffin file with three vectors hiding 6 and 10 in A, 30
 /// in B, 70 in C; then `channel` added with defaults and orders 81-85 appended without it).
 /// The erasure rewrites A, B and the customers' file: every row a vector hid in them is gone,
@@ -375,7 +408,11 @@ async fn erasure_purges_rows_deletion_vectors_hide_and_keeps_row_ids() {
         .into_iter()
         .filter(|f| f.is_data() && !old_paths.contains(&f.entry.data_file.file_path()))
         .collect();
-    assert_eq!(new_files.len(), 1, "A and B rewritten into one file");
+    assert_eq!(
+        new_files.len(),
+        2,
+        "A and B rewritten, each into a file of its own"
+    );
     for nf in &new_files {
         let (schema, _) =
             lethe_iceberg::read::read_raw(wh.store.as_ref(), nf.entry.data_file.file_path())

@@ -6,10 +6,12 @@
 //!   the storage `config` — vended credentials go to the store for that table's files),
 //!   `createTable`, `dropTable`.
 //! - A commit is `POST …/tables/{t}` with `requirements` and `updates`; the server checks the
-//!   requirements, applies the updates and writes the metadata file. 200: committed. 409
-//!   (`CommitFailedException`): someone else changed the table — reload and plan again. 5xx,
-//!   a timeout, a connection lost after sending: the outcome is unknown — reconcile by
-//!   reloading, never delete what the commit wrote. Other 4xx: certainly not applied.
+//!   requirements, applies the updates and writes the metadata file. 2xx with an answer lethe
+//!   reads: committed. 409 (`CommitFailedException`): someone else changed the table — reload
+//!   and plan again. Other 4xx: a clear rejection, certainly not applied. Anything else — a
+//!   2xx whose body lethe can't read or whose config it can't apply, a 5xx, a 1xx or 3xx, a
+//!   timeout, a connection lost after sending — is an unknown outcome: reconcile by
+//!   reloading, never delete what the commit wrote.
 //! - Auth: OAuth2 client credentials (token endpoint, default `{uri}/v1/oauth/tokens`; the
 //!   token is fetched again before it expires and after a 401), a static bearer token, or AWS
 //!   SigV4 request signing (reqsign, the signer OpenDAL uses; signing name e.g. `s3tables`).
@@ -943,22 +945,34 @@ impl Catalog for RestCatalog {
             Err(SendError::NoAnswer(m)) => return Ok(CommitOutcome::Unknown(m)),
         };
         match resp.status.as_u16() {
-            200..=299 => {
-                let v = resp.json("commit")?;
-                let loaded = self.loaded(table, &v, store)?;
-                if change.trim_metadata_log {
-                    self.delete_logged_metadata(&loaded, store);
+            // Committed; but an answer lethe can't read (not JSON, not metadata, a config it
+            // can't apply) says nothing certain: the caller reloads to find out.
+            200..=299 => match resp
+                .json("commit")
+                .and_then(|v| self.loaded(table, &v, store))
+            {
+                Ok(loaded) => {
+                    if change.trim_metadata_log {
+                        self.delete_logged_metadata(&loaded, store);
+                    }
+                    Ok(CommitOutcome::Committed(loaded))
                 }
-                Ok(CommitOutcome::Committed(loaded))
-            }
+                Err(e) => Ok(CommitOutcome::Unknown(format!(
+                    "{} accepted the commit (HTTP {}) with an answer lethe can't read: {e}",
+                    self.what(),
+                    resp.status.as_u16()
+                ))),
+            },
             409 => Ok(CommitOutcome::Conflict(resp.error_text())),
             404 => Err(Error::NoSuchTable(table.to_string())),
-            500..=599 => Ok(CommitOutcome::Unknown(format!(
+            // A clear rejection: the server refused the request before applying it.
+            400..=499 => Err(self.refused(&format!("the commit to {table}"), &resp)),
+            // 5xx, and anything else (1xx, 3xx): maybe applied, maybe not.
+            _ => Ok(CommitOutcome::Unknown(format!(
                 "{} answered the commit with {}",
                 self.what(),
                 resp.error_text()
             ))),
-            _ => Err(self.refused(&format!("the commit to {table}"), &resp)),
         }
     }
 

@@ -44,9 +44,21 @@ pub enum Cutoff {
     /// attempt finds it, so a snapshot another writer committed while the expiry retried is
     /// judged too (an instant taken once, before the retries, would keep it).
     Every,
+    /// As [`Cutoff::Every`], but a snapshot that stopped being current less than `grace_ms`
+    /// ago stays — a branch's ancestor until its child has been committed that long, a
+    /// snapshot no branch reaches until it has — with the files it references: other writers'
+    /// operations in flight may have started from it (PyIceberg's commit retry validates from
+    /// its starting snapshot) and read its files. `grace_ms` 0 is [`Cutoff::Every`].
+    Superseded {
+        /// The grace, in milliseconds.
+        grace_ms: i64,
+    },
     /// By each table's (or branch's) `max-snapshot-age-ms`, measured on the clock.
     ByAge,
 }
+
+/// Why a snapshot kept for a grace ([`Cutoff::Superseded`]) is kept: the prefix of its reason.
+pub const KEPT_FOR_GRACE: &str = "superseded less than the grace ago";
 
 /// An expiry request.
 #[derive(Debug, Clone, Copy)]
@@ -151,9 +163,14 @@ pub fn select(table: &LoadedTable, cutoff: Cutoff, now: DateTime<Utc>) -> Result
     let older_than = |branch_age: Option<i64>| -> i64 {
         match cutoff {
             Cutoff::OlderThan(t) => t.timestamp_millis(),
-            Cutoff::Every => i64::MAX,
+            Cutoff::Every | Cutoff::Superseded { .. } => i64::MAX,
             Cutoff::ByAge => now_ms - branch_age.unwrap_or(default_age),
         }
+    };
+    // With a grace: what stopped being current after this instant stays.
+    let graced_after = match cutoff {
+        Cutoff::Superseded { grace_ms } if grace_ms > 0 => Some(now_ms - grace_ms),
+        _ => None,
     };
     let mut keep: BTreeMap<i64, String> = BTreeMap::new();
     let mut refs_removed = Vec::new();
@@ -191,10 +208,17 @@ pub fn select(table: &LoadedTable, cutoff: Cutoff, now: DateTime<Utc>) -> Result
             let oldest = older_than(*max_snapshot_age_ms);
             let mut count = 0usize;
             let mut cur = head.cloned();
+            // When the snapshot walked stopped being current: its child's commit (the head
+            // still is).
+            let mut superseded_at = i64::MAX;
             while let Some(s) = cur {
                 if count < min {
                     keep.entry(s.snapshot_id()).or_insert_with(|| {
                         format!("one of the last {min} snapshots of branch `{name}` (min-snapshots-to-keep={min})")
+                    });
+                } else if graced_after.is_some_and(|g| superseded_at > g) {
+                    keep.entry(s.snapshot_id()).or_insert_with(|| {
+                        format!("{KEPT_FOR_GRACE} on branch `{name}`: another writer's operation in flight may have started from it")
                     });
                 } else if s.timestamp_ms() >= oldest {
                     keep.entry(s.snapshot_id()).or_insert_with(|| {
@@ -204,6 +228,7 @@ pub fn select(table: &LoadedTable, cutoff: Cutoff, now: DateTime<Utc>) -> Result
                     break;
                 }
                 count += 1;
+                superseded_at = s.timestamp_ms();
                 cur = s
                     .parent_snapshot_id()
                     .and_then(|p| meta.snapshot_by_id(p).cloned());
@@ -242,10 +267,63 @@ pub fn select(table: &LoadedTable, cutoff: Cutoff, now: DateTime<Utc>) -> Result
             );
             continue;
         }
+        if !reachable.contains(&s.snapshot_id())
+            && graced_after.is_some_and(|g| s.timestamp_ms() > g)
+        {
+            keep.insert(
+                s.snapshot_id(),
+                format!("{KEPT_FOR_GRACE}: unreferenced, committed within the grace"),
+            );
+            continue;
+        }
         expired.push(s.snapshot_id());
     }
     expired.sort_unstable();
     Ok((keep, expired, refs_removed))
+}
+
+/// When the last snapshot of `table` committed before `before_ms` that [`Cutoff::Superseded`]
+/// with `grace_ms` keeps only for its grace stops being kept: None when there is none (every
+/// snapshot from before that [`Cutoff::Every`] would expire is expired already). An erasure
+/// with a grace is pending until then: those snapshots hold the rows it removed.
+pub fn grace_ends(
+    table: &LoadedTable,
+    grace_ms: i64,
+    before_ms: i64,
+    now: DateTime<Utc>,
+) -> Result<Option<DateTime<Utc>>> {
+    if grace_ms <= 0 {
+        return Ok(None);
+    }
+    let (kept, _, _) = select(table, Cutoff::Superseded { grace_ms }, now)?;
+    let (_, every, _) = select(table, Cutoff::Every, now)?;
+    let meta = &table.metadata;
+    // A snapshot's end of grace: when its child on main was committed (else its own
+    // commit), plus the grace.
+    let mut child_of: HashMap<i64, i64> = HashMap::new();
+    for s in meta.snapshots() {
+        if let Some(p) = s.parent_snapshot_id() {
+            let t = child_of.entry(p).or_insert(i64::MAX);
+            *t = (*t).min(s.timestamp_ms());
+        }
+    }
+    let mut end: Option<i64> = None;
+    for id in every {
+        let Some(s) = meta.snapshot_by_id(id) else {
+            continue;
+        };
+        let graced = kept.get(&id).is_some_and(|r| r.starts_with(KEPT_FOR_GRACE));
+        if !graced || s.timestamp_ms() >= before_ms {
+            continue;
+        }
+        let from = child_of
+            .get(&id)
+            .copied()
+            .filter(|t| *t != i64::MAX)
+            .unwrap_or(s.timestamp_ms());
+        end = Some(end.map_or(from + grace_ms, |e: i64| e.max(from + grace_ms)));
+    }
+    Ok(end.and_then(DateTime::<Utc>::from_timestamp_millis))
 }
 
 fn meta_refs(table: &LoadedTable) -> Vec<(String, SnapshotReference)> {
@@ -336,6 +414,7 @@ impl TableAction for Action<'_> {
                 },
             ],
             written: Vec::new(),
+            retained: Vec::new(),
             snapshot_id: None,
             trim_metadata_log: false,
         }))
@@ -738,6 +817,88 @@ mod tests {
             metadata: Arc::new(built.metadata),
             ..table.clone()
         }
+    }
+
+    /// Issue 44 item 7: with a grace, a snapshot superseded less than the grace ago stays
+    /// (another writer's operation in flight may have started from it); once its child has
+    /// been committed that long it expires as with `Cutoff::Every`; `grace_ends` says when
+    /// the last snapshot from before an instant leaves its grace.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_grace_keeps_snapshots_superseded_within_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(LocalStore::new());
+        let catalog = Arc::new(SqlCatalog::open("lethe", &dir.path().join("c.db")).unwrap());
+        let root = store.location_of(&dir.path().join("warehouse"));
+        let wh = Warehouse::new(catalog, store, root);
+        let name = TableName::parse("shop.graced").unwrap();
+        wh.create_table(
+            &name,
+            schema(),
+            None,
+            None,
+            HashMap::new(),
+            FormatVersion::V2,
+        )
+        .await
+        .unwrap();
+        for i in 0..4 {
+            append(
+                &wh,
+                &name,
+                &[batch(&[i])],
+                BTreeMap::new(),
+                WriteOptions::default(),
+            )
+            .await
+            .unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let t = wh.load(&name).await.unwrap();
+        let mut line: Vec<i64> = Vec::new();
+        let mut cur = t.current_snapshot().cloned();
+        while let Some(s) = cur {
+            line.push(s.snapshot_id());
+            cur = s
+                .parent_snapshot_id()
+                .and_then(|p| t.metadata.snapshot_by_id(p).cloned());
+        }
+        line.reverse();
+        let ts = |id: i64| t.metadata.snapshot_by_id(id).unwrap().timestamp_ms();
+        let at = |ms: i64| DateTime::<Utc>::from_timestamp_millis(ms).unwrap();
+        let grace = 60_000;
+        let graced = Cutoff::Superseded { grace_ms: grace };
+        // Within the grace of the last supersession: nothing expires.
+        let (keep, expired, _) = select(&t, graced, at(ts(line[3]) + 1_000)).unwrap();
+        assert!(expired.is_empty(), "{expired:?}");
+        for id in &line[..3] {
+            assert!(keep[id].starts_with(KEPT_FOR_GRACE), "{}", keep[id]);
+        }
+        // Past it for the older ones only: each stays while its child is younger than it.
+        let (_, expired, _) = select(&t, graced, at(ts(line[2]) + grace + 1)).unwrap();
+        let mut want = vec![line[0], line[1]];
+        want.sort_unstable();
+        assert_eq!(expired, want);
+        // Past every grace: as Cutoff::Every.
+        let later = at(ts(line[3]) + grace + 1);
+        let (_, expired, _) = select(&t, graced, later).unwrap();
+        let (_, every, _) = select(&t, Cutoff::Every, later).unwrap();
+        assert_eq!(expired, every);
+        assert_eq!(expired.len(), 3);
+        let (_, none, _) = select(&t, Cutoff::Superseded { grace_ms: 0 }, at(ts(line[3]))).unwrap();
+        assert_eq!(none, every, "grace 0 is Every");
+        // When the grace of what came before an instant ends.
+        let now = at(ts(line[3]) + 1_000);
+        assert_eq!(
+            grace_ends(&t, grace, ts(line[3]) + 1, now).unwrap(),
+            Some(at(ts(line[3]) + grace))
+        );
+        assert_eq!(
+            grace_ends(&t, grace, ts(line[0]) + 1, now).unwrap(),
+            Some(at(ts(line[1]) + grace)),
+            "only the first snapshot is from before: its child's commit starts its grace"
+        );
+        assert_eq!(grace_ends(&t, 0, ts(line[3]) + 1, now).unwrap(), None);
+        assert_eq!(grace_ends(&t, grace, ts(line[3]) + 1, later).unwrap(), None);
     }
 
     /// Random linear histories (appends, copy-on-write deletes, manifest rewrites): expiring

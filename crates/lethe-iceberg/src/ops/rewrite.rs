@@ -41,8 +41,14 @@
 //!   `overwrite` (files removed and added) or
 //!   `replace` (a rewrite that changes no row), the standard counts, and the caller's summary
 //!   keys. A change that matches nothing commits nothing.
-//! - On a lost commit race the change is planned again from the new table state, so rows a
-//!   concurrent writer added are evaluated too (see [`crate::commit`]).
+//! - Each data file is planned on its own and its kept rows go into files of its own. On a
+//!   lost commit race the plans are validated against the snapshots the other writer
+//!   committed, as Iceberg Java's row-level operations validate them: a file's plan holds
+//!   while the file is live and the same delete files apply to it, and its files are
+//!   committed again; a file the other writer removed or added delete files to is planned
+//!   again, a data file it added that may hold selected rows is read like any other
+//!   (`rewrite/action.rs`, [`crate::commit`]). A change of the table's schema, spec, order,
+//!   format or properties plans every file again.
 //!
 //! Not done: writing deletion vectors instead of rewriting (merge-on-read): an erasure must
 //! purge.
@@ -54,7 +60,7 @@ use arrow::array::{ArrayRef, BooleanArray, RecordBatch, new_null_array};
 use arrow::compute;
 use async_trait::async_trait;
 use futures::TryStreamExt;
-use iceberg::spec::{DataFile, Operation};
+use iceberg::spec::Operation;
 use serde::{Deserialize, Serialize};
 
 use crate::catalog::TableName;
@@ -64,15 +70,17 @@ use crate::error::{Error, Result};
 use crate::lineage::{LAST_UPDATED_SEQUENCE_NUMBER, has_row_lineage, read_with_lineage};
 use crate::nested::{self, FieldPath};
 use crate::ops::expire;
-use crate::ops::history::{HistoryReport, PurgeHistory, applied, plan_expiry, purge_history};
-use crate::ops::manifests::ManifestsReport;
-use crate::ops::rewrite_tasks::{FileState, FileTask, RewriteEngine, RewriteJob};
+use crate::ops::history::{HistoryReport, PurgeHistory, purge_history};
+use crate::ops::rewrite_tasks::RewriteEngine;
 use crate::predicate::Predicate;
 use crate::prune::read_positions;
 use crate::read::read_data_file;
 use crate::snapshot::{SnapshotChanges, produce_written};
 use crate::table::{LoadedTable, TrackedFile, Warehouse};
 use crate::writer::{TableWriter, WriteOptions};
+
+mod action;
+use action::Action;
 
 /// What happens to the rows a predicate selects.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -109,6 +117,9 @@ pub struct RowRewrite {
     /// Purge the table's history in the same commit (None by default): see
     /// [`RowRewrite::with_history_purge`].
     pub history: Option<PurgeHistory>,
+    /// The name every file the change writes in this process carries (None: random names):
+    /// see [`RowRewrite::with_run`].
+    pub run: Option<String>,
 }
 
 impl RowRewrite {
@@ -122,6 +133,7 @@ impl RowRewrite {
             engine: None,
             insert: Vec::new(),
             history: None,
+            run: None,
         }
     }
 
@@ -164,6 +176,17 @@ impl RowRewrite {
     /// way ([`RewriteReport::history`]).
     pub fn with_history_purge(mut self, purge: PurgeHistory) -> Self {
         self.history = Some(purge);
+        self
+    }
+
+    /// Names the files the change writes here after `run` (a uuid the caller recorded before
+    /// starting): data files `NNNNN-{run}-{attempt}.parquet`, manifests
+    /// `{run}-{attempt}-mN.avro`, the manifest list `snap-{id}-1-{run}-{attempt}.avro`. A
+    /// process killed mid-change leaves files nothing references (a data file still open is
+    /// 0 bytes); a rerun removes them by that name ([`crate::ops::sweep::remove_run_files`]).
+    /// Files an engine writes elsewhere are named by the engine.
+    pub fn with_run(mut self, run: impl Into<String>) -> Self {
+        self.run = Some(run.into());
         self
     }
 
@@ -228,16 +251,6 @@ pub struct RewriteReport {
     /// `manifests.snapshot_id` is the change's snapshot when its manifests left removed files
     /// out, or a replace snapshot when [`purge_history`] ran on its own.
     pub history: Option<HistoryReport>,
-}
-
-struct Action<'a> {
-    spec: &'a RowRewrite,
-    dry_run: bool,
-    report: RewriteReport,
-    /// With a history purge: the table as the planned commit leaves it (before its expiry)
-    /// and the files the commit removes (its manifests don't list them), for deleting the
-    /// files only expired snapshots reached.
-    purged_from: Option<(LoadedTable, Vec<String>)>,
 }
 
 /// The live data files (normalized locations) of `table` that may hold rows `predicate`
@@ -338,338 +351,6 @@ pub async fn bytes_to_rewrite(
 /// Whether a table has delete files (merge-on-read) in its current snapshot.
 pub fn has_delete_files(files: &[TrackedFile]) -> bool {
     files.iter().any(|f| !f.is_data())
-}
-
-#[async_trait]
-impl TableAction for Action<'_> {
-    async fn plan(&mut self, wh: &Warehouse, table: &LoadedTable) -> Result<Option<ActionCommit>> {
-        let tname = table.name.to_string();
-        let schema = table.metadata.current_schema().clone();
-        let lineage = has_row_lineage(&table.metadata);
-        self.spec.predicate.check(&schema, &tname)?;
-        self.purged_from = None;
-        if self.spec.history.is_some() {
-            expire::check_gc(table)?;
-        }
-        let mut nulled: Vec<FieldPath> = Vec::new();
-        if let RowChange::SetNull(cols) = &self.spec.change {
-            for c in cols {
-                let p = crate::nested::resolve(&schema, c).map_err(|e| {
-                    Error::invalid(format!("table `{tname}` has no column `{c}` to erase: {e}"))
-                })?;
-                if p.field.required || p.map_key {
-                    return Err(Error::invalid(format!(
-                        "column `{tname}.{c}` is required and can't be set to null"
-                    )));
-                }
-                nulled.push(p);
-            }
-        }
-        let files = wh.current_files(table).await?;
-        check_supported(table, &files)?;
-        let index = DeleteIndex::load(wh, table, &files)?;
-        let mut report = RewriteReport {
-            table: tname.clone(),
-            files_in_table: files.iter().filter(|f| f.is_data()).count(),
-            rows_in_table: files
-                .iter()
-                .filter(|f| f.is_data())
-                .map(|f| f.entry.data_file.record_count())
-                .sum(),
-            ..Default::default()
-        };
-        let wanted = match self.spec.change {
-            RowChange::RewriteAll => Arc::new(
-                files
-                    .iter()
-                    .filter(|f| f.is_data())
-                    .map(|f| wh.store.normalize(f.entry.data_file.file_path()))
-                    .collect::<Result<HashSet<_>>>()?,
-            ),
-            _ => candidate_files(wh, table, &self.spec.predicate).await?,
-        };
-        let sort = crate::sort::TableSort::of(&table.metadata)?;
-        let mut writer = if self.dry_run {
-            None
-        } else {
-            let w = TableWriter::new(
-                wh.store.as_ref(),
-                &table.metadata,
-                self.spec.options.clone(),
-            )?;
-            let w = if lineage { w.with_row_lineage() } else { w };
-            Some(match &sort {
-                Some(s) => w.with_sort_order_id(s.order_id()),
-                None => w,
-            })
-        };
-        let mut reader = DeleteReader::new(wh.store.as_ref(), table)?;
-        let mut removed: HashSet<String> = HashSet::new();
-        // Files an engine wrote (committed below, or removed when the plan fails).
-        let mut engine_added: Vec<DataFile> = Vec::new();
-        // Format v3 tables (row lineage, deletion vectors) are rewritten here: their tasks
-        // would need each file's lineage and vectors, which a job doesn't carry yet.
-        let engine = self.spec.engine.clone().filter(|e| {
-            if lineage && !self.dry_run {
-                tracing::info!(
-                    "{tname}: a format v3 table is rewritten in this process, not on {}",
-                    e.name()
-                );
-            }
-            !self.dry_run && !lineage
-        });
-        let result: Result<()> = async {
-            if let Some(engine) = &engine {
-                let mut tasks = Vec::new();
-                for f in files.iter().filter(|f| f.is_data()) {
-                    let path = f.entry.data_file.file_path();
-                    if !wanted.contains(&wh.store.normalize(path)?) {
-                        continue;
-                    }
-                    if self.spec.change != RowChange::RewriteAll
-                        && no_stored_match(wh, path, &schema, &self.spec.predicate)?
-                    {
-                        report.files_read += 1;
-                        report.files_skipped += 1;
-                        continue;
-                    }
-                    tasks.push(FileTask {
-                        data_file: path.to_string(),
-                        bytes: f.entry.data_file.file_size_in_bytes(),
-                        deletes: index.refs_for_data_file(f, wh.store.as_ref()),
-                    });
-                }
-                if tasks.is_empty() {
-                    return Ok(());
-                }
-                let job = RewriteJob::new(table, self.spec, tasks)?;
-                let outcomes = engine.rewrite_files(&job, wh.store.as_ref()).await?;
-                if outcomes.len() != job.tasks.len() {
-                    return Err(Error::Internal(format!(
-                        "engine {} returned {} outcomes for {} tasks",
-                        engine.name(),
-                        outcomes.len(),
-                        job.tasks.len()
-                    )));
-                }
-                for o in outcomes {
-                    report.files_read += 1;
-                    if o.state == FileState::Unchanged {
-                        continue;
-                    }
-                    report.rows_matched += o.matched;
-                    report.rows_purged += o.purged;
-                    removed.insert(o.data_file.clone());
-                    if o.state == FileState::Dropped {
-                        report.files_dropped.push(o.data_file);
-                        continue;
-                    }
-                    report.files_rewritten.push(o.data_file);
-                    report.rows_rewritten += o.kept_rows;
-                    engine_added.extend(o.added);
-                }
-                return Ok(());
-            }
-            for f in files.iter().filter(|f| f.is_data()) {
-                let path = f.entry.data_file.file_path();
-                if !wanted.contains(&wh.store.normalize(path)?) {
-                    continue;
-                }
-                report.files_read += 1;
-                if self.spec.change != RowChange::RewriteAll
-                    && no_stored_match(wh, path, &schema, &self.spec.predicate)?
-                {
-                    report.files_skipped += 1;
-                    continue;
-                }
-                let batches = if lineage {
-                    read_with_lineage(wh.store.as_ref(), f, &schema)?
-                } else {
-                    read_data_file(wh.store.as_ref(), path, &schema)?
-                };
-                let applicable = index.for_data_file(f, wh.store.as_ref());
-                let live = reader.live_masks(&index, &applicable, path, &batches)?;
-                let out = apply_change(
-                    &batches,
-                    live.as_deref(),
-                    &self.spec.predicate,
-                    &self.spec.change,
-                    &nulled,
-                )?;
-                if out.matched == 0 && out.purged == 0 && self.spec.change != RowChange::RewriteAll
-                {
-                    continue;
-                }
-                report.rows_matched += out.matched;
-                report.rows_purged += out.purged;
-                removed.insert(path.to_string());
-                let kept_rows: usize = out.kept.iter().map(RecordBatch::num_rows).sum();
-                if kept_rows == 0 {
-                    report.files_dropped.push(path.to_string());
-                    continue;
-                }
-                report.files_rewritten.push(path.to_string());
-                report.rows_rewritten += kept_rows as u64;
-                if let Some(w) = writer.as_mut() {
-                    // Rows removed from a file written in the table's order (its entry says
-                    // so, as the spec's `sort_order_id` means) are still in that order.
-                    let still_sorted = sort.as_ref().is_some_and(|s| {
-                        matches!(self.spec.change, RowChange::Delete | RowChange::RewriteAll)
-                            && f.entry.data_file.sort_order_id() == Some(s.order_id())
-                    });
-                    match &sort {
-                        Some(_) if still_sorted => {
-                            for b in &out.kept {
-                                w.write(b)?;
-                            }
-                            w.roll()?;
-                        }
-                        // A sorted table: the file's rows in the order, in a file of their own.
-                        Some(s) => {
-                            for b in s.sort(&out.kept, 65_536)? {
-                                w.write(&b)?;
-                            }
-                            w.roll()?;
-                        }
-                        None => {
-                            for b in &out.kept {
-                                w.write(b)?;
-                            }
-                        }
-                    }
-                }
-            }
-            Ok(())
-        }
-        .await;
-        // The rows the change adds, in files of their own.
-        let result = match (result, writer.as_mut()) {
-            (Ok(()), Some(w)) if !self.spec.insert.is_empty() => {
-                insert_rows(w, table, sort.as_ref(), &self.spec.insert, &mut report)
-            }
-            (r, _) => r,
-        };
-        let mut written_so_far = writer.as_ref().map(|w| w.locations()).unwrap_or_default();
-        written_so_far.extend(engine_added.iter().map(|d| d.file_path().to_string()));
-        if let Err(e) = result {
-            for l in written_so_far {
-                let _ = wh.store.delete(&l);
-            }
-            return Err(e);
-        }
-        // Tests stop here to change the table between planning and commit; the name carries
-        // the table so parallel tests don't trip each other's failpoints.
-        #[cfg(feature = "failpoints")]
-        fail::eval(&format!("row-rewrite-planned/{tname}"), |_| ());
-        let discard = |writer: Option<TableWriter<'_>>| {
-            if let Some(w) = writer {
-                for l in w.locations() {
-                    let _ = wh.store.delete(&l);
-                }
-            }
-            for d in &engine_added {
-                let _ = wh.store.delete(d.file_path());
-            }
-        };
-        let subject = match self.spec.change {
-            RowChange::Delete => Some(&self.spec.predicate),
-            _ => None,
-        };
-        let cleanup = if removed.is_empty() {
-            Default::default()
-        } else {
-            match reader.plan_cleanup(&index, &files, &removed, subject, !self.dry_run) {
-                Ok(c) => c,
-                Err(e) => {
-                    discard(writer);
-                    return Err(e);
-                }
-            }
-        };
-        report.delete_files_rewritten = cleanup.rewritten.clone();
-        report.deletion_vectors_removed = cleanup.removed_vectors.len();
-        report.puffin_files_emptied = cleanup.puffin_files_emptied.clone();
-        report.delete_files_removed = cleanup
-            .removed
-            .iter()
-            .filter(|p| !cleanup.rewritten.contains(p))
-            .cloned()
-            .collect();
-        self.report = report;
-        if (removed.is_empty() && self.report.rows_inserted == 0) || self.dry_run {
-            discard(writer);
-            return Ok(None);
-        }
-        let added_deletes: Vec<String> = cleanup
-            .added
-            .iter()
-            .map(|(f, _)| f.file_path().to_string())
-            .collect();
-        let added: Vec<DataFile> = match writer.map(|w| w.finish()).transpose() {
-            Ok(a) => {
-                let mut a = a.unwrap_or_default();
-                a.append(&mut engine_added);
-                a
-            }
-            Err(e) => {
-                for l in &added_deletes {
-                    let _ = wh.store.delete(l);
-                }
-                return Err(e);
-            }
-        };
-        self.report.files_added = added.iter().map(|d| d.file_path().to_string()).collect();
-        let operation = match (&self.spec.change, added.is_empty()) {
-            (RowChange::RewriteAll, _) => Operation::Replace,
-            (_, true) => Operation::Delete,
-            _ if removed.is_empty() => Operation::Append,
-            (_, false) => Operation::Overwrite,
-        };
-        let mut changes = SnapshotChanges::new(operation);
-        changes.added_data = added;
-        changes.removed = removed;
-        changes.removed.extend(cleanup.removed.iter().cloned());
-        changes
-            .removed_vectors
-            .extend(cleanup.removed_vectors.iter().cloned());
-        for (f, kept) in cleanup.added {
-            changes.kept_deletes.insert(f.file_path().to_string(), kept);
-            changes.added_deletes.push(f);
-        }
-        changes.summary = self.spec.summary.clone();
-        changes.drop_removed = self.spec.history.is_some();
-        let unlisted: Vec<String> = if changes.drop_removed {
-            changes.removed.iter().cloned().collect()
-        } else {
-            Vec::new()
-        };
-        let mut planned = produce_written(wh, table, changes).await?;
-        if let Some(purge) = &self.spec.history {
-            let expiry = applied(table, &planned.updates).and_then(|after| {
-                let r = plan_expiry(&after, purge.cutoff, purge.clock.now(), &mut planned)?;
-                Ok((after, r))
-            });
-            let (after, expire) = match expiry {
-                Ok(x) => x,
-                Err(e) => {
-                    for w in &planned.written {
-                        let _ = wh.store.delete(w);
-                    }
-                    return Err(e);
-                }
-            };
-            self.report.history = Some(HistoryReport {
-                manifests: ManifestsReport {
-                    table: tname,
-                    snapshot_id: planned.snapshot_id,
-                    ..Default::default()
-                },
-                expire,
-            });
-            self.purged_from = Some((after, unlisted));
-        }
-        Ok(Some(planned))
-    }
 }
 
 /// Writes the rows a change adds ([`RowRewrite::insert`]), aligned to the table's schema and
@@ -806,12 +487,7 @@ pub async fn rewrite_rows(
     name: &TableName,
     spec: &RowRewrite,
 ) -> Result<RewriteReport> {
-    let mut action = Action {
-        spec,
-        dry_run: false,
-        report: RewriteReport::default(),
-        purged_from: None,
-    };
+    let mut action = Action::new(spec, false);
     let committed = commit(wh, name, &mut action).await?;
     let mut report = action.report;
     if report.table.is_empty() {
@@ -846,12 +522,7 @@ pub async fn rewrite_rows(
 /// What `spec` would do, without writing or committing anything.
 pub async fn dry_run(wh: &Warehouse, name: &TableName, spec: &RowRewrite) -> Result<RewriteReport> {
     let table = wh.load(name).await?;
-    let mut action = Action {
-        spec,
-        dry_run: true,
-        report: RewriteReport::default(),
-        purged_from: None,
-    };
+    let mut action = Action::new(spec, true);
     action.plan(wh, &table).await?;
     Ok(action.report)
 }
@@ -904,6 +575,51 @@ pub async fn count_rows(
         }
     }
     Ok((matched, total))
+}
+
+/// The live rows of a table's current snapshot, as an engine reading it counts them: every
+/// data file's record count less the rows its delete files hide — position deletes and
+/// deletion vectors by their positions (the data file is not read), equality deletes by
+/// reading the data file's rows and matching them. Errors when the table has delete files
+/// lethe can't read ([`check_supported`]).
+pub async fn live_rows(wh: &Warehouse, table: &LoadedTable) -> Result<u64> {
+    let files = wh.current_files(table).await?;
+    check_supported(table, &files)?;
+    let schema = table.metadata.current_schema().clone();
+    let index = DeleteIndex::load(wh, table, &files)?;
+    let mut reader = DeleteReader::new(wh.store.as_ref(), table)?;
+    let mut total = 0u64;
+    for f in files.iter().filter(|f| f.is_data()) {
+        let stored = f.entry.data_file.record_count();
+        let applicable = index.for_data_file(f, wh.store.as_ref());
+        if applicable.is_empty() {
+            total += stored;
+            continue;
+        }
+        let path = f.entry.data_file.file_path();
+        let equality = applicable.iter().any(|i| {
+            index.deletes()[*i].entry.data_file.content_type()
+                == iceberg::spec::DataContentType::EqualityDeletes
+        });
+        if !equality {
+            let hidden = reader
+                .deleted_positions(&index, &applicable, path)?
+                .into_iter()
+                .filter(|p| *p < stored)
+                .count() as u64;
+            total += stored - hidden;
+            continue;
+        }
+        let batches = read_data_file(wh.store.as_ref(), path, &schema)?;
+        let live = reader.live_masks(&index, &applicable, path, &batches)?;
+        for (i, b) in batches.iter().enumerate() {
+            total += live
+                .as_ref()
+                .and_then(|l| l.get(i))
+                .map_or(b.num_rows(), |a| a.true_count()) as u64;
+        }
+    }
+    Ok(total)
 }
 
 /// Reads the live rows of a table's current snapshot that `predicate` selects (pruned by

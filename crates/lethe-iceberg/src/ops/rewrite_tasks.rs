@@ -12,9 +12,9 @@
 //! never commits.
 //!
 //! Guarantees:
-//! - A task's output is the same rows as the local rewrite writes for that file (the local
-//!   rewrite may pack several files' rows into one output file; a task writes its file's rows
-//!   into files of its own, so the file layout differs, never the rows).
+//! - A task's output is the same rows as the local rewrite writes for that file, into files of
+//!   its own as the local rewrite writes them (so the plan of each file can be kept across
+//!   the attempts of a commit, `ops/rewrite/action.rs`).
 //! - Files a task writes are named `<n>-<run>-<task>-<attempt>.parquet`: every file of a job
 //!   carries the job's run id, so files of attempts whose outcome was not used (an executor
 //!   that died mid-task, a job that failed) can be found and removed

@@ -15,11 +15,12 @@
 //! streams: a prefix of millions of objects is walked, never held.
 //!
 //! In a versioned bucket a removed file survives as a noncurrent version; [`purge_versions`]
-//! deletes those by version id.
+//! deletes, by version id, those of the files an erasure removed (and their delete markers)
+//! and those found holding a trace — never another table's, never a current version.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
-use chrono::Duration;
+use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
 
 use crate::catalog::TableName;
@@ -190,6 +191,38 @@ pub async fn sweep_among(
     Ok(report)
 }
 
+/// Removes the files of table `name` that carry `run` in their name (a change run under that
+/// name, [`crate::ops::rewrite::RowRewrite::with_run`]) and that the table's metadata doesn't
+/// reference: what a process killed mid-change left (a data file still being written is 0
+/// bytes; complete ones, manifests and a manifest list of an attempt that never committed).
+/// Whatever their age: the run is known dead — its caller recorded the name before it started
+/// and runs the change again now. Returns the locations removed.
+pub async fn remove_run_files(wh: &Warehouse, name: &TableName, run: &str) -> Result<Vec<String>> {
+    if run.len() < 16 {
+        return Err(Error::Internal(format!(
+            "{name}: run name `{run}` is too short to tell its files apart"
+        )));
+    }
+    let table = wh.load(name).await?;
+    let refs = referenced(wh, &table).await.map_err(|e| {
+        Error::Refused(format!(
+            "{name}: can't match every referenced location, so no file of run {run} is removed: {e}"
+        ))
+    })?;
+    let root = format!("{}/", wh.store.normalize(table.location())?);
+    let mut removed = Vec::new();
+    for f in wh.store.list(&root)? {
+        let f = f?;
+        let file_name = f.location.rsplit('/').next().unwrap_or_default();
+        if !file_name.contains(run) || refs.contains(&wh.store.normalize(&f.location)?) {
+            continue;
+        }
+        wh.store.delete(&f.location)?;
+        removed.push(f.location);
+    }
+    Ok(removed)
+}
+
 /// What purging a table's noncurrent versions did.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct PurgeReport {
@@ -197,29 +230,140 @@ pub struct PurgeReport {
     pub table: String,
     /// Noncurrent versions deleted by version id.
     pub versions_deleted: usize,
-    /// Delete markers left (they hold no bytes; removing one could bring an older version
-    /// back as current, so they stay).
+    /// Delete markers removed: those of objects no version of which is left, so the object
+    /// has 0 versions.
+    pub delete_markers_removed: usize,
+    /// Delete markers left in the purge's scope: an older version of the object is left
+    /// (outside the scope), and removing the marker would make it current again.
     pub delete_markers: usize,
+    /// Noncurrent versions under the table's location the purge left: objects the erasure
+    /// didn't remove and versions holding no trace (another writer's, a backup's), and every
+    /// version under the location of another table nested in this one.
+    pub versions_left: usize,
 }
 
-/// Deletes, by version id, every noncurrent version under a table's location in a versioned
-/// bucket: the bytes a delete (or an overwrite) left behind. Current versions are never
-/// touched, so the table — and any other writer's view of it — is unchanged. On a store
-/// without versions this finds nothing.
-pub async fn purge_versions(wh: &Warehouse, name: &TableName) -> Result<PurgeReport> {
+/// Which noncurrent versions [`purge_versions`] deletes.
+#[derive(Debug, Clone)]
+pub struct PurgeScope {
+    /// Objects the erasure removed: those whose latest version is a delete marker made at or
+    /// after this instant (the erasure's start; S3 gives times to the second, so the second it
+    /// falls in counts whole). Every version of each of them is deleted, then its delete
+    /// markers, so nothing of the object is left. Another writer's delete of a file of the
+    /// same table in that time counts too: its versions are that table's garbage.
+    pub removed_since: DateTime<Utc>,
+    /// Further versions to delete, by normalised location and version id: noncurrent versions
+    /// found holding a trace (removed before the erasure started, by retention or another
+    /// engine's compaction).
+    pub holding: HashSet<(String, String)>,
+}
+
+/// One object in a purge's scope, as the listing showed it.
+#[derive(Default)]
+struct Scoped {
+    /// Its delete markers' version ids.
+    markers: Vec<String>,
+    /// Data versions not deleted (current or left).
+    left: usize,
+}
+
+/// Deletes, by version id, the noncurrent versions under a table's location in a versioned
+/// bucket that `scope` names — the versions of the objects the erasure removed (and then
+/// their delete markers: such an object has 0 versions) and the versions found holding a
+/// trace — and nothing under the location of another table nested in this one. A version the
+/// listing doesn't say is current or not is deleted only after the store says which version
+/// is current. Current versions are never touched, so the table, and any other writer's view
+/// of it, is unchanged. On a store without versions this finds nothing.
+///
+/// Two passes over the listing (it streams: a prefix of millions of versions is never held):
+/// the first finds the objects the erasure removed, the second deletes; the objects in scope
+/// are held, nothing else.
+pub async fn purge_versions(
+    wh: &Warehouse,
+    name: &TableName,
+    scope: &PurgeScope,
+    tables: &TableLocations,
+) -> Result<PurgeReport> {
     let table = wh.load(name).await?;
     let root = format!("{}/", wh.store.normalize(table.location())?);
+    let nested = tables.nested_in(name, &root);
+    let mine = |location: &str| !nested.iter().any(|n| location.starts_with(n));
     let mut report = PurgeReport {
         table: name.to_string(),
         ..Default::default()
     };
+    // 1. The objects the erasure removed: a latest delete marker made since it started.
+    let since = scope.removed_since
+        - Duration::nanoseconds(scope.removed_since.timestamp_subsec_nanos().into());
+    let mut removed: HashMap<String, Scoped> = HashMap::new();
     for v in wh.store.list_versions(&root)? {
         let v = v?;
+        if !(v.delete_marker && v.modified >= since && mine(&v.location)) {
+            continue;
+        }
+        let latest = match v.current {
+            Some(c) => c,
+            // Unsaid: the marker is the latest when no version of the object is current.
+            None => wh.store.current_version(&v.location)?.is_none(),
+        };
+        if latest {
+            removed.insert(wh.store.normalize(&v.location)?, Scoped::default());
+        }
+    }
+    // 2. Their versions and the holding ones, deleted; markers noted.
+    let holding_objects: HashSet<&str> = scope.holding.iter().map(|(l, _)| l.as_str()).collect();
+    let mut holding: HashMap<String, Scoped> = HashMap::new();
+    for v in wh.store.list_versions(&root)? {
+        let v = v?;
+        if !mine(&v.location) {
+            if v.may_be_noncurrent() && !v.delete_marker {
+                report.versions_left += 1;
+            }
+            continue;
+        }
+        let loc = wh.store.normalize(&v.location)?;
+        let in_removed = removed.contains_key(&loc);
+        let key = (loc.clone(), v.version.clone());
+        let is_holding = scope.holding.contains(&key);
+        let scoped = if in_removed {
+            removed.get_mut(&loc)
+        } else if holding_objects.contains(loc.as_str()) {
+            Some(holding.entry(loc.clone()).or_default())
+        } else {
+            None
+        };
+        let Some(scoped) = scoped else {
+            if v.may_be_noncurrent() && !v.delete_marker {
+                report.versions_left += 1;
+            }
+            continue;
+        };
         if v.delete_marker {
-            report.delete_markers += 1;
-        } else if !v.current {
+            scoped.markers.push(v.version.clone());
+            continue;
+        }
+        let noncurrent = match v.current {
+            Some(c) => !c,
+            None => wh.store.current_version(&v.location)?.as_deref() != Some(&v.version),
+        };
+        if noncurrent && (in_removed || is_holding) {
             wh.store.delete_version(&v.location, &v.version)?;
             report.versions_deleted += 1;
+        } else {
+            scoped.left += 1;
+            if noncurrent {
+                report.versions_left += 1;
+            }
+        }
+    }
+    // 3. The markers of objects left with no version: the object is gone whole.
+    for (loc, s) in removed.iter().chain(holding.iter()) {
+        if s.left > 0 || wh.store.current_version(loc)?.is_some() {
+            report.delete_markers += s.markers.len();
+            continue;
+        }
+        for m in &s.markers {
+            wh.store.delete_version(loc, m)?;
+            report.delete_markers_removed += 1;
         }
     }
     Ok(report)

@@ -424,6 +424,23 @@ impl<T> Iterator for ChannelIter<T> {
     }
 }
 
+/// A listed version as lethe sees it. A listing that doesn't say whether the version is the
+/// latest leaves `current` unknown (None), never current: the proof scan then reads it.
+fn stored_version(location: String, meta: &opendal::Metadata) -> StoredVersion {
+    StoredVersion {
+        location,
+        version: meta.version().unwrap_or("null").to_string(),
+        current: meta.is_current(),
+        delete_marker: meta.is_deleted(),
+        size: if meta.is_deleted() {
+            0
+        } else {
+            meta.content_length()
+        },
+        modified: modified(meta),
+    }
+}
+
 fn modified(meta: &opendal::Metadata) -> DateTime<Utc> {
     meta.last_modified()
         .map(|t| DateTime::<Utc>::from(std::time::SystemTime::from(t)))
@@ -677,22 +694,10 @@ impl FileStore for S3Store {
             prefix,
             true,
             |core, e| {
-                let meta = e.metadata();
-                if meta.is_dir() || e.path().ends_with('/') {
+                if e.metadata().is_dir() || e.path().ends_with('/') {
                     return None;
                 }
-                Some(StoredVersion {
-                    location: core.location(e.path()),
-                    version: meta.version().unwrap_or("null").to_string(),
-                    current: meta.is_current().unwrap_or(true),
-                    delete_marker: meta.is_deleted(),
-                    size: if meta.is_deleted() {
-                        0
-                    } else {
-                        meta.content_length()
-                    },
-                    modified: modified(meta),
-                })
+                Some(stored_version(core.location(e.path()), e.metadata()))
             },
             self.core.clone(),
         )
@@ -793,6 +798,19 @@ impl FileStore for S3Store {
         let loc = location.to_string();
         let v = version.to_string();
         io::block_on(async move { core.delete(&loc, Some(v)).await })?
+    }
+
+    fn current_version(&self, location: &str) -> Result<Option<String>> {
+        let key = self.core.key_of(location)?;
+        let op = self.core.op_for(&key);
+        let loc = location.to_string();
+        io::block_on(async move {
+            match op.stat(&key).await {
+                Ok(m) => Ok(m.version().map(str::to_string)),
+                Err(e) if e.kind() == opendal::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(storage_error("looking up", &loc, &e)),
+            }
+        })?
     }
 
     fn exists(&self, location: &str) -> Result<bool> {
@@ -934,6 +952,24 @@ mod tests {
         c.config
             .insert("s3.secret-access-key".into(), "vended-secret".into());
         assert!(!format!("{c:?}").contains("vended-secret"));
+    }
+
+    /// Regression (issue 44 item 2): a version the listing gives without an "is latest" flag
+    /// was taken as current, so the proof scan skipped it.
+    #[test]
+    fn a_version_with_no_latest_flag_may_be_noncurrent() {
+        let unsaid = opendal::Metadata::new(opendal::EntryMode::FILE).with_version("v1".into());
+        let v = stored_version("s3://wh/t/data/a.parquet".into(), &unsaid);
+        assert_eq!(v.current, None);
+        assert!(!v.is_current() && v.may_be_noncurrent());
+        let mut latest = opendal::Metadata::new(opendal::EntryMode::FILE);
+        latest.set_version("v2");
+        latest.set_is_current(true);
+        assert!(stored_version("s3://wh/t/data/a.parquet".into(), &latest).is_current());
+        let mut older = opendal::Metadata::new(opendal::EntryMode::FILE);
+        older.set_is_current(false);
+        let v = stored_version("s3://wh/t/data/a.parquet".into(), &older);
+        assert_eq!((v.current, v.version.as_str()), (Some(false), "null"));
     }
 
     #[test]

@@ -93,7 +93,9 @@ pub struct TableResidual {
 /// The verdicts.
 #[derive(Debug, Clone, Serialize)]
 pub struct Verdict {
-    /// COMPLETE or INCOMPLETE: the subject's rows are gone from every planned table.
+    /// COMPLETE or INCOMPLETE: the subject's rows are gone from every planned table;
+    /// PARTLY_REFUSED when a legal hold keeps some; PENDING while snapshots the erasure
+    /// replaced are kept for a grace (`[snapshots] grace_seconds`) that `lethe verify` ends.
     pub logical: String,
     /// PENDING while a stored file (or, in a versioned bucket, a noncurrent version) holds a
     /// trace or can't be read; INCOMPLETE when some personal column of the tables the erasure
@@ -207,6 +209,11 @@ pub async fn attest(
     let now = Utc::now().to_rfc3339();
     let mut remaining = Vec::new();
     let mut logical_ok = journal.finished_at.is_some();
+    // Tables whose snapshots from before the erasure are kept for a grace, and until when.
+    let graced: BTreeMap<String, String> = crate::erasure::erase::grace_pending(&journal)
+        .into_iter()
+        .collect();
+    let mut grace_left = false;
     if journal.finished_at.is_none() {
         remaining.push(format!(
             "the erasure {} has not finished: run `lethe erase --resume {request}`",
@@ -326,6 +333,20 @@ pub async fn attest(
                 residual.older_snapshots_holding += 1;
             }
             residual.values_not_erased += snap.values_not_erased;
+            let kept_for_grace = !snap.current && graced.contains_key(&s.table);
+            if kept_for_grace && (rows > 0 || snap.values_not_erased > 0) {
+                // A snapshot the erasure replaced, kept for other writers' operations in
+                // flight: it goes when the grace ends (PENDING, not INCOMPLETE).
+                grace_left = true;
+                remaining.push(format!(
+                    "{}: {} kept until {} for other writers' operations in flight ([snapshots] grace_seconds = {}); run `lethe verify --request {request}` after then",
+                    s.table,
+                    snapshot_words(snap),
+                    graced[&s.table],
+                    journal.grace_seconds
+                ));
+                continue;
+            }
             if s.action != Action::Rewrite && rows > 0 {
                 logical_ok = false;
                 remaining.push(format!(
@@ -580,7 +601,9 @@ pub async fn attest(
         manifest,
         case_file,
         verdict: Verdict {
-            logical: if logical_ok && !held.is_empty() {
+            logical: if logical_ok && grace_left {
+                "PENDING".into()
+            } else if logical_ok && !held.is_empty() {
                 "PARTLY_REFUSED".into()
             } else if logical_ok {
                 "COMPLETE".into()

@@ -299,6 +299,67 @@ where
     Ok(report)
 }
 
+/// The noncurrent versions under `prefix` (a table's location, canonical, ending in `/`) that
+/// hold a trace of `cases`, by canonical location and version id: what a version purge
+/// deletes besides the versions of the objects the erasure removed
+/// ([`lethe_iceberg::ops::sweep::PurgeScope::holding`]). Read here, as the proof scan reads
+/// them; with `values_only` (a table an exception keeps) the subject's IDs are expected and
+/// only identifying values count, as in the proof.
+pub(crate) async fn versions_holding(
+    ws: &Workspace,
+    cases: &[CaseFile],
+    prefix: &str,
+    values_only: bool,
+) -> Result<HashSet<(String, String)>> {
+    if cases.is_empty() || cases.iter().any(|c| c.destroyed) {
+        return Ok(HashSet::new());
+    }
+    let store = ws.warehouse.store.as_ref();
+    let subjects: Vec<SubjectTraces> = cases.iter().map(traces_of).collect();
+    let traces = TraceSet::new(&subjects, prefix_len(ws).await?)?;
+    let listing = store.list_versions(prefix)?.filter_map(|v| match v {
+        Err(e) => Some(Err(e.to_string())),
+        Ok(v) if v.delete_marker || !v.may_be_noncurrent() => None,
+        Ok(v) => Some(Ok(lethe_scan::ObjectEntry {
+            name: format!("{}?versionId={}", v.location, v.version),
+            relative: v
+                .location
+                .strip_prefix(prefix)
+                .unwrap_or(&v.location)
+                .to_string(),
+            location: v.location,
+            version: Some(v.version),
+            bytes: v.size,
+            values_only,
+            delete_file: false,
+        })),
+    });
+    let open = |e: &lethe_scan::ObjectEntry| {
+        store
+            .open_version(&e.location, e.version.as_deref().unwrap_or("null"))
+            .map_err(|e| e.to_string())
+    };
+    let mut out = HashSet::new();
+    let mut on_file = |f: lethe_scan::FileReport| {
+        let expected = |h: &lethe_scan::Hit| {
+            values_only
+                && matches!(&h.trace, lethe_scan::TraceKind::Value { kind }
+                    if crate::erasure::case::is_id_as_text(kind))
+        };
+        let holding = f.hits_omitted > 0 || f.hits.iter().any(|h| !expected(h));
+        let name = f.path.display().to_string();
+        if holding && let Some((location, version)) = name.rsplit_once("?versionId=") {
+            if let Ok(l) = store.normalize(location) {
+                out.insert((l, version.to_string()));
+            }
+        }
+    };
+    tokio::task::block_in_place(|| {
+        lethe_scan::scan_objects(&traces, listing, &open, 0, &mut on_file, &|_| {})
+    })?;
+    Ok(out)
+}
+
 /// Scans every file under the warehouse and the configured roots for the traces of `cases`.
 ///
 /// A local warehouse is walked as folders; an object-storage warehouse is listed through the
@@ -438,7 +499,9 @@ pub async fn prove(
                         if sv.delete_marker {
                             markers.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                             None
-                        } else if sv.current {
+                        } else if sv.is_current() {
+                            // Read as an object already; a version whose listing doesn't say
+                            // is read here (unknown is not current).
                             None
                         } else {
                             Some(Ok(entry(sv.location, Some(sv.version), sv.size)))

@@ -258,6 +258,7 @@ pub async fn replay(
     opts: &ReplayOptions,
     progress: &dyn Fn(&str),
 ) -> Result<ReplayReport> {
+    let started = chrono::Utc::now();
     progress("hashing identifiers in the stores");
     let (in_stores, not_replayable) = find_in_stores(ws, key, None).await?;
     let mut report = ReplayReport {
@@ -309,8 +310,10 @@ pub async fn replay(
             Some(d) => d,
             None => ws.governance()?.retention.min_file_age(),
         };
-        crate::erasure::erase::cleanup::clean_tables(ws, &changed, "replay", min_age, progress)
-            .await?;
+        crate::erasure::erase::cleanup::clean_tables(
+            ws, &changed, "replay", min_age, started, progress,
+        )
+        .await?;
         report.cleaned_up = changed;
     }
     for s in in_stores.iter().filter(|s| !s.before_warehouse) {

@@ -15,6 +15,7 @@
 //! [snapshots]                    # history.expire.* generated for every table
 //! max_snapshot_age_hours = 120
 //! min_snapshots_to_keep = 1
+//! grace_seconds = 0              # how long an erasure keeps the snapshots it replaced
 //! history = "refuse"             # what an erasure does where a table keeps history: refuse
 //!                                # (default), or "rewrite" (a twin without the subject for
 //!                                # every kept snapshot; needs `reason`)
@@ -151,6 +152,16 @@ pub struct Snapshots {
     /// Per table, over the default.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tables: BTreeMap<String, TableHistory>,
+    /// Seconds an erasure keeps a snapshot it replaced — and the files it references — after
+    /// a newer commit superseded it, before expiring it (default 0: at once; at most
+    /// [`MAX_GRACE_SECONDS`]). Other writers' operations still in flight started from it:
+    /// PyIceberg's commit retry validates from its starting snapshot ("Cannot find starting
+    /// snapshot" once it is expired) and a delete reads its files. With a grace the erasure
+    /// finishes with the expiry pending until the grace ends (journal, attestation), and
+    /// `lethe verify` (or a rerun) expires them then; the sweep then also keeps unreferenced
+    /// files younger than the grace whatever its minimum age.
+    #[serde(default)]
+    pub grace_seconds: u64,
 }
 
 fn default_age_hours() -> u64 {
@@ -161,6 +172,11 @@ fn default_min_snapshots() -> u32 {
     1
 }
 
+/// The longest grace `[snapshots] grace_seconds` may give (an hour): it is for operations in
+/// flight, which take seconds to minutes; longer would keep the subject's rows in time travel
+/// for no writer's sake.
+pub const MAX_GRACE_SECONDS: u64 = 3600;
+
 impl Default for Snapshots {
     fn default() -> Self {
         Snapshots {
@@ -170,6 +186,7 @@ impl Default for Snapshots {
             reason: None,
             decided_by: None,
             tables: BTreeMap::new(),
+            grace_seconds: 0,
         }
     }
 }
@@ -298,6 +315,15 @@ impl RetentionFile {
                 ));
             }
         }
+        if f.value.snapshots.grace_seconds > MAX_GRACE_SECONDS {
+            return Err(f.error_at(
+                "snapshots.grace_seconds",
+                format!(
+                    "{} seconds is longer than the {MAX_GRACE_SECONDS} a grace may last: it keeps the snapshots an erasure replaced for other writers' operations in flight (seconds to minutes)",
+                    f.value.snapshots.grace_seconds
+                ),
+            ));
+        }
         match MetricsMode::parse(&f.value.statistics.protected) {
             Ok(MetricsMode::None | MetricsMode::Counts) => {}
             _ => {
@@ -308,6 +334,11 @@ impl RetentionFile {
             }
         }
         Ok(f)
+    }
+
+    /// How long an erasure keeps the snapshots it replaced (`[snapshots] grace_seconds`).
+    pub fn grace(&self) -> Duration {
+        Duration::seconds(self.value.snapshots.grace_seconds.min(MAX_GRACE_SECONDS) as i64)
     }
 
     /// The minimum age of a file before a sweep may remove it.
@@ -421,6 +452,20 @@ mod tests {
         assert_eq!(s.rewrite_of("a.b").unwrap().reason, "reports");
         assert!(s.rewrite_of("f.l").is_none());
         assert!(load("[snapshots]\nhistory = \"keep\"\n").is_err());
+    }
+
+    #[test]
+    fn a_grace_is_seconds_to_minutes() {
+        let ok = load("[snapshots]\nmax_snapshot_age_hours = 120\nmin_snapshots_to_keep = 1\ngrace_seconds = 30\n").unwrap();
+        assert_eq!(ok.grace(), Duration::seconds(30));
+        assert_eq!(load("").unwrap().grace(), Duration::zero(), "default 0");
+        let e = load("[snapshots]\nmax_snapshot_age_hours = 120\nmin_snapshots_to_keep = 1\ngrace_seconds = 86400\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("retention.toml:4:") && e.contains("snapshots.grace_seconds"),
+            "{e}"
+        );
     }
 
     #[test]

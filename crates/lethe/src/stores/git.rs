@@ -335,23 +335,81 @@ impl Rewrite<'_> {
     }
 }
 
-/// A commit or tag message with every identifying value replaced by `[erased]` (matched
-/// without regard to case).
-fn scrub(message: &str, traces: &[String]) -> String {
-    let mut out = message.to_string();
-    for t in traces {
-        let needle = t.to_lowercase();
-        loop {
-            let lower = out.to_lowercase();
-            // Lowercasing may change byte lengths outside ASCII: only replace when the match
-            // maps back to the same byte range.
-            let Some(i) = lower.find(&needle) else { break };
-            let end = i + needle.len();
-            if lower.len() != out.len() || !out.is_char_boundary(i) || !out.is_char_boundary(end) {
-                break;
-            }
-            out.replace_range(i..end, "[erased]");
+/// Text folded for matching without regard to case: each character lowercased on its own
+/// (Unicode's lowercase mapping, which may change a character's byte length: `İ` becomes two
+/// characters, the Kelvin sign one ASCII byte), with, for every byte of the folded text, the
+/// index of the character of the original text it came from.
+fn fold(text: &str) -> (String, Vec<usize>) {
+    let mut folded = String::with_capacity(text.len());
+    let mut origin = Vec::with_capacity(text.len());
+    for (k, c) in text.chars().enumerate() {
+        for l in c.to_lowercase() {
+            folded.push(l);
+            origin.extend(std::iter::repeat_n(k, l.len_utf8()));
         }
+    }
+    (folded, origin)
+}
+
+/// `text` folded as [`fold`] folds it, without the positions.
+fn folded(text: &str) -> String {
+    fold(text).0
+}
+
+/// A commit or tag message with every identifying value replaced by `[erased]`, matched
+/// without regard to case ([`fold`]). Every occurrence of every value counts, overlapping ones
+/// too; a match is mapped back to the characters of the original message it covers (a match
+/// that covers part of a character's lowercase form takes the whole character), overlapping
+/// and adjacent ranges are merged, and the message is rebuilt in one pass over the original:
+/// the replacement text is never searched again, so a value inside `[erased]` can't loop.
+fn scrub(message: &str, traces: &[String]) -> String {
+    let (text, origin) = fold(message);
+    // Character ranges [start, end) of the original to replace.
+    let mut ranges: Vec<(usize, usize)> = Vec::new();
+    for t in traces {
+        let needle = folded(t);
+        if needle.is_empty() {
+            continue;
+        }
+        let mut from = 0;
+        while let Some(i) = text[from..].find(&needle) {
+            let start = from + i;
+            let end = start + needle.len();
+            ranges.push((origin[start], origin[end - 1] + 1));
+            // The next match may overlap this one: search again one character on.
+            from = start + text[start..].chars().next().map_or(1, char::len_utf8);
+        }
+    }
+    if ranges.is_empty() {
+        return message.to_string();
+    }
+    ranges.sort_unstable();
+    let mut merged: Vec<(usize, usize)> = Vec::with_capacity(ranges.len());
+    for (s, e) in ranges {
+        match merged.last_mut() {
+            Some(last) if s <= last.1 => last.1 = last.1.max(e),
+            _ => merged.push((s, e)),
+        }
+    }
+    let mut out = String::with_capacity(message.len());
+    let mut next = merged.iter().peekable();
+    let mut skip_until = None;
+    for (k, c) in message.chars().enumerate() {
+        if let Some(end) = skip_until {
+            if k < end {
+                continue;
+            }
+            skip_until = None;
+        }
+        if let Some(&&(s, e)) = next.peek()
+            && s == k
+        {
+            out.push_str("[erased]");
+            skip_until = Some(e);
+            next.next();
+            continue;
+        }
+        out.push(c);
     }
     out
 }
@@ -696,7 +754,7 @@ impl GitStore {
                 s.traces
                     .iter()
                     .filter(|t| t.chars().count() >= 6)
-                    .map(|t| t.to_lowercase())
+                    .map(|t| folded(t))
                     .collect()
             })
             .collect();
@@ -704,7 +762,7 @@ impl GitStore {
         for id in ids {
             let obj = odb.read(id).map_err(|e| self.err("reading an object", e))?;
             let data = obj.data();
-            let lower = String::from_utf8_lossy(data).to_lowercase();
+            let lower = folded(&String::from_utf8_lossy(data));
             for (i, w) in wanted.iter().enumerate() {
                 let holds_case = obj.kind() == ObjectType::Blob
                     && [Format::JsonLines, Format::Json, Format::Yaml]
@@ -1108,6 +1166,126 @@ mod tests {
             ),
             "Case from [erased] ([erased])"
         );
+    }
+
+    /// Regression (issue 44 item 4): letters whose lowercase form has another byte length
+    /// (`İ` two characters, `ẞ` → `ß`, the Kelvin sign → `k`) left the message unscrubbed.
+    #[test]
+    fn scrubbing_matches_values_whose_lowercase_changes_byte_length() {
+        assert_eq!(
+            scrub(
+                "İstanbul office: case from Zelda Marsh",
+                &["zelda marsh".into()]
+            ),
+            "İstanbul office: case from [erased]"
+        );
+        assert_eq!(
+            scrub("Case from İLKAY", &["İlkay".into()]),
+            "Case from [erased]"
+        );
+        assert_eq!(
+            scrub("Case from İlkay", &["\u{307}lkay".into()]),
+            "Case from [erased]",
+            "a match covering part of İ's lowercase form takes the whole İ"
+        );
+        assert_eq!(
+            scrub("İlkay STRAẞE wrote", &["straße".into()]),
+            "İlkay [erased] wrote"
+        );
+        assert_eq!(
+            scrub("temp 5 \u{212a}elvin-Kelvin", &["kelvin".into()]),
+            "temp 5 [erased]-[erased]"
+        );
+        assert_eq!(scrub("İİİ x", &["i̇i̇".into()]), "[erased] x");
+    }
+
+    /// Regression (issue 44 item 4): a value found inside the replacement text looped forever.
+    #[test]
+    fn scrubbing_a_value_inside_the_replacement_text_ends() {
+        assert_eq!(
+            scrub("erased by Erased", &["erased".into()]),
+            "[erased] by [erased]"
+        );
+        assert_eq!(scrub("[erased] x", &["[erased]".into()]), "[erased] x");
+        assert_eq!(scrub("a]b", &["d]".into(), "]".into()]), "a[erased]b");
+        assert_eq!(scrub("abc", &["".into()]), "abc");
+    }
+
+    /// Overlapping occurrences of two values are both erased: none is left half in place.
+    #[test]
+    fn scrubbing_erases_overlapping_values_whole() {
+        assert_eq!(
+            scrub("x abcde y", &["abc".into(), "cde".into()]),
+            "x [erased] y"
+        );
+        assert_eq!(scrub("aaaa", &["aa".into()]), "[erased]");
+    }
+
+    /// Property: for random messages and values (over an alphabet of letters whose case
+    /// mappings change byte lengths), the scrub ends, keeps every character no occurrence of a
+    /// value covers, and leaves no occurrence of a value in the text it keeps.
+    #[test]
+    fn scrubbing_random_messages_leaves_no_value_and_keeps_the_rest() {
+        use rand::rngs::StdRng;
+        use rand::{Rng, SeedableRng};
+        let seed = std::env::var("LETHE_TEST_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(44_004u64);
+        eprintln!("seed: {seed} (set LETHE_TEST_SEED to replay)");
+        let mut rng = StdRng::seed_from_u64(seed);
+        let alphabet: Vec<char> =
+            "aAiIkKsS \u{130}\u{131}\u{212a}\u{1e9e}\u{df}\u{3a3}\u{3c3}\u{3c2}[]ed"
+                .chars()
+                .collect();
+        let word = |rng: &mut StdRng, lo: usize, hi: usize| -> String {
+            (0..rng.random_range(lo..hi))
+                .map(|_| alphabet[rng.random_range(0..alphabet.len())])
+                .collect()
+        };
+        for round in 0..5_000 {
+            let message = word(&mut rng, 0, 40);
+            let values: Vec<String> = (0..rng.random_range(1..4))
+                .map(|_| word(&mut rng, 1, 5))
+                .collect();
+            let out = scrub(&message, &values);
+            // Which characters of the message an occurrence of a value covers.
+            let (text, origin) = fold(&message);
+            let mut covered = vec![false; message.chars().count()];
+            for v in &values {
+                let needle = folded(v);
+                for (i, _) in text.char_indices() {
+                    if text[i..].starts_with(&needle) {
+                        for c in &mut covered[origin[i]..=origin[i + needle.len() - 1]] {
+                            *c = true;
+                        }
+                    }
+                }
+            }
+            // The expected output: kept characters as they were, each covered run one marker.
+            let mut want = String::new();
+            for (k, c) in message.chars().enumerate() {
+                if !covered[k] {
+                    want.push(c);
+                } else if k == 0 || !covered[k - 1] {
+                    want.push_str("[erased]");
+                }
+            }
+            assert_eq!(
+                out, want,
+                "seed {seed} round {round}: message {message:?} values {values:?}"
+            );
+            // No value is left in what was kept (between markers).
+            let kept: Vec<&str> = out.split("[erased]").collect();
+            for piece in &kept {
+                for v in &values {
+                    assert!(
+                        !folded(piece).contains(&folded(v)),
+                        "seed {seed} round {round}: {v:?} left in {out:?} (message {message:?})"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

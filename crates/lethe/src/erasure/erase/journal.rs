@@ -72,6 +72,12 @@ pub struct JournalStep {
     /// moved, rows before and after ([`lethe_iceberg::ops::twins`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub twins: Vec<lethe_iceberg::ops::twins::Twin>,
+    /// DELETE, REWRITE: the names the step's runs gave their files, one per process that
+    /// started it, recorded before it started writing: a run that never landed (the process
+    /// was killed) left files nothing references, which the next run removes by that name
+    /// ([`lethe_iceberg::ops::sweep::remove_run_files`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runs: Vec<String>,
 }
 
 /// A further column selecting a step's rows, with its values.
@@ -124,6 +130,28 @@ pub struct TableCleanup {
     /// Noncurrent versions deleted by version id (`[storage] purge_versions`).
     #[serde(default)]
     pub versions_purged: usize,
+    /// With a grace (`[snapshots] grace_seconds`): snapshots from before the erasure, holding
+    /// what it removed, kept for other writers' operations in flight; the history and sweep
+    /// phases run again once the grace has passed (`lethe verify`, or a rerun).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grace: Option<GracePending>,
+}
+
+/// Snapshots an erasure replaced, kept for a grace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GracePending {
+    /// The snapshots committed before this instant (milliseconds since the epoch) are the
+    /// ones to expire: those the erasure replaced (later ones hold nothing it removed).
+    pub before_ms: i64,
+    /// When the last of them leaves its grace (RFC 3339).
+    pub until: String,
+}
+
+impl GracePending {
+    /// Whether the grace has passed at `now`.
+    pub fn passed(&self, now: chrono::DateTime<chrono::Utc>) -> bool {
+        chrono::DateTime::parse_from_rfc3339(&self.until).map_or(true, |u| u <= now)
+    }
 }
 
 impl TableCleanup {
@@ -159,6 +187,10 @@ pub struct Journal {
     pub cleanup: BTreeMap<String, TableCleanup>,
     /// The sweep's minimum age used, in seconds.
     pub min_age_seconds: i64,
+    /// How long the snapshots the erasure replaced are kept for other writers' operations in
+    /// flight (`[snapshots] grace_seconds` when it was planned), in seconds.
+    #[serde(default)]
+    pub grace_seconds: i64,
     /// The stores outside the warehouse, in erasure order (see `stores.rs`).
     #[serde(default)]
     pub stores: Vec<StoreStep>,

@@ -18,7 +18,10 @@
 //!    every snapshot older than the erasure's commits and empties the metadata log — carried
 //!    by the step's own commit when the table's last step is a DELETE or REWRITE that nothing
 //!    after it reads (the step is then recorded with the table's history phase) —; then the
-//!    sweep of unreferenced files older than the minimum age (`cleanup.rs`).
+//!    sweep of unreferenced files older than the minimum age (`cleanup.rs`). With `[snapshots]
+//!    grace_seconds`, snapshots superseded less than the grace ago stay, with their files, for
+//!    other writers' operations in flight: the erasure finishes with their expiry pending
+//!    (journal, attestation) until `lethe verify` or a rerun after the grace.
 //!
 //! Steps 3 and 4 overlap where the tables allow (`schedule.rs`): steps on different tables run
 //! at once, a RECOMPUTE starts when the steps on the tables it reads have landed, and a table's
@@ -79,8 +82,8 @@ use lethe_iceberg::ops::twins::{TwinsSpec, rewrite_history};
 use serde::Serialize;
 
 pub use journal::{
-    Journal, JournalStep, SelectBy, TableCleanup, batch_id, find_request, journal_path, journals,
-    load_journal, selection_predicate,
+    GracePending, Journal, JournalStep, SelectBy, TableCleanup, batch_id, find_request,
+    journal_path, journals, load_journal, selection_predicate,
 };
 pub use prepare::{Prepared, prepare, prepare_drawn};
 pub use stores::{StoreState, StoreStep, VerifyOutcome, verify_pending};
@@ -293,19 +296,40 @@ pub async fn run_pending_cleanup(
     if !cleanup::pending_phases(ws, journal) {
         return Ok(false);
     }
-    progress(&format!(
-        "erasure {}: purging noncurrent versions",
-        journal.batch
-    ));
     let tag = journal
         .requests
         .iter()
         .map(|r| r.request.clone())
         .collect::<Vec<_>>()
         .join(",");
-    cleanup::clean_up(ws, journal, &tag, progress).await?;
+    if cleanup::pending_purge(ws, journal) {
+        progress(&format!(
+            "erasure {}: purging noncurrent versions",
+            journal.batch
+        ));
+        cleanup::clean_up(ws, journal, &tag, progress).await?;
+    }
+    let passed = cleanup::grace_passed(journal, ws.clock.now());
+    if !passed.is_empty() {
+        progress(&format!(
+            "erasure {}: the grace of the snapshots it replaced has passed",
+            journal.batch
+        ));
+        cleanup::finish_grace(ws, journal, &passed, &tag, progress).await?;
+        check_logically(ws, &ws.governance()?, journal, progress).await?;
+    }
     save_journal(ws, journal)?;
     Ok(true)
+}
+
+/// Tables whose snapshots from before the erasure are kept for the grace, with until when
+/// (`[snapshots] grace_seconds`): the erasure is pending until then.
+pub fn grace_pending(journal: &Journal) -> Vec<(String, String)> {
+    journal
+        .cleanup
+        .iter()
+        .filter_map(|(t, c)| c.grace.as_ref().map(|g| (t.clone(), g.until.clone())))
+        .collect()
 }
 
 /// What an earlier run of the same batch left.
@@ -486,7 +510,9 @@ async fn run_steps(
     let n = count(|p| matches!(p, Piece::History(_)));
     let n_sweeps = count(|p| matches!(p, Piece::Sweep(_)));
     let min_age = Duration::seconds(journal.min_age_seconds);
+    let grace = Duration::seconds(journal.grace_seconds.max(0));
     let locations = cleanup::SharedLocations::default();
+    let inputs = std::sync::Arc::new(cleanup::Inputs::of(ws, journal)?);
     let waits = schedule::waits(&touches);
     let mut piece_costs: Vec<u64> = Vec::with_capacity(pieces.len());
     for (k, piece) in pieces.iter().enumerate() {
@@ -499,6 +525,19 @@ async fn run_steps(
             Piece::History(_) | Piece::Sweep(_) => 0,
         });
     }
+    start_runs(
+        ws,
+        journal,
+        &pieces
+            .iter()
+            .filter_map(|p| match p {
+                Piece::Step(i) => Some(*i),
+                _ => None,
+            })
+            .collect::<Vec<_>>(),
+        progress,
+    )
+    .await?;
     let steps = journal.steps.clone();
     let mut history_at = 0;
     let mut sweep_at = 0;
@@ -517,20 +556,20 @@ async fn run_steps(
                     let work = if step.action == Action::Recompute {
                         recompute_work(ws, step, tag)?
                     } else {
-                        step_work(ws, step, tag, purging.contains(i))?
+                        step_work(ws, step, tag, purging.contains(i).then_some(grace))?
                     };
                     Box::pin(async move { Ok(Outcome::Step(work.await?)) })
                 }
                 Piece::History(t) => {
                     history_at += 1;
                     progress(&format!("cleanup history {history_at}/{n} {t}"));
-                    let work = cleanup::history_work(ws, t, tag)?;
+                    let work = cleanup::history_work(ws, t, tag, &inputs)?;
                     Box::pin(async move { Ok(Outcome::History(work.await?)) })
                 }
                 Piece::Sweep(t) => {
                     sweep_at += 1;
                     progress(&format!("cleanup sweep {sweep_at}/{n_sweeps} {t}"));
-                    let work = cleanup::sweep_work(ws, t, tag, min_age, &locations)?;
+                    let work = cleanup::sweep_work(ws, t, tag, min_age, &locations, &inputs)?;
                     Box::pin(async move { Ok(Outcome::Sweep(work.await?)) })
                 }
             })
@@ -562,6 +601,44 @@ async fn run_steps(
         return Ok(());
     }
     ran
+}
+
+/// Before the row steps `pending` (journal indexes) run in this process: the files earlier runs
+/// of each left — a process killed mid-step leaves files nothing references, a data file it
+/// was writing 0 bytes — are removed by the names those runs recorded, and each step gets a
+/// new run name, saved in the journal before it writes anything.
+async fn start_runs(
+    ws: &Workspace,
+    journal: &mut Journal,
+    pending: &[usize],
+    progress: &dyn Fn(&str),
+) -> Result<()> {
+    let mut changed = false;
+    for &i in pending {
+        let s = &mut journal.steps[i];
+        if !matches!(s.action, Action::Delete | Action::Rewrite) || row_change(s)?.is_none() {
+            continue;
+        }
+        let name = TableName::parse(&s.table)?;
+        for run in &s.runs {
+            let left =
+                lethe_iceberg::ops::sweep::remove_run_files(&ws.warehouse, &name, run).await?;
+            if !left.is_empty() {
+                progress(&format!(
+                    "{} {}: removed {} file(s) an interrupted run left",
+                    s.action,
+                    s.table,
+                    left.len()
+                ));
+            }
+        }
+        s.runs.push(uuid::Uuid::new_v4().to_string());
+        changed = true;
+    }
+    if changed {
+        save_journal(ws, journal)?;
+    }
+    Ok(())
 }
 
 /// What a row step's commit costs beside its rewrite, in bytes rewritten: loading the table,
@@ -675,16 +752,16 @@ fn row_change(step: &JournalStep) -> Result<Option<RowRewrite>> {
 
 /// A DELETE or REWRITE step as work that owns what it needs ([`row_change`]), on a warehouse
 /// whose commits sync apart from the other tasks' ([`Warehouse::for_concurrent_work`]). With
-/// `purge`, the step's commit also purges the table's history (the cleanup's history phase:
-/// every older snapshot expired, no `DELETED` entries, the metadata log emptied; see
-/// [`RowRewrite::with_history_purge`]).
+/// `purge` (the grace), the step's commit also purges the table's history (the cleanup's
+/// history phase: every older snapshot expired but those superseded less than the grace ago,
+/// no `DELETED` entries, the metadata log emptied; see [`RowRewrite::with_history_purge`]).
 ///
 /// [`Warehouse::for_concurrent_work`]: lethe_iceberg::table::Warehouse::for_concurrent_work
 fn step_work(
     ws: &Workspace,
     step: &JournalStep,
     tag: &str,
-    purge: bool,
+    purge: Option<Duration>,
 ) -> Result<BoxFuture<'static, Result<Landed>>> {
     let name = TableName::parse(&step.table)?;
     let Some(spec) = row_change(step)? else {
@@ -707,9 +784,12 @@ fn step_work(
     let mut spec = spec
         .with_summary("erasure-request", tag.to_string())
         .with_engine(ws.engines.rewrite.clone());
-    if purge {
+    if let Some(run) = step.runs.last() {
+        spec = spec.with_run(run.clone());
+    }
+    if let Some(grace) = purge {
         spec = spec.with_history_purge(PurgeHistory {
-            cutoff: cleanup::history_cutoff(),
+            cutoff: cleanup::history_cutoff(grace),
             clock: ws.clock.clone(),
         });
     }

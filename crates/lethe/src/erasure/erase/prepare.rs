@@ -759,6 +759,7 @@ async fn journal_steps(
             checked_rows: None,
             history: s.history.clone(),
             twins: Vec::new(),
+            runs: Vec::new(),
         });
     }
     Ok(steps)
@@ -970,6 +971,7 @@ pub(super) async fn plan_erasure(
         steps,
         cleanup: BTreeMap::new(),
         min_age_seconds: min_age.num_seconds(),
+        grace_seconds: gov.retention.grace().num_seconds(),
         stores: store_plan.steps,
         deadline: Some(due.to_string()),
         logical: None,

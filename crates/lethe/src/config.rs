@@ -425,12 +425,7 @@ impl Config {
                 "the ballista engine needs its scheduler: add scheduler = \"HOST:PORT\" to [engine]",
             ));
         }
-        if engine.task_mib == Some(0) {
-            return Err(parsed.error_at("engine.task_mib", "must be at least 1"));
-        }
-        if engine.task_objects == Some(0) {
-            return Err(parsed.error_at("engine.task_objects", "must be at least 1"));
-        }
+        check_numbers(&parsed)?;
         let resolve =
             |p: &Option<String>, default: &str| root.join(p.as_deref().unwrap_or(default));
         let paths = Paths {
@@ -550,6 +545,69 @@ impl Serialize for WithoutKind<'_> {
         }
         v.serialize(s)
     }
+}
+
+/// Bounds of `lethe.toml`'s counts: a request's seconds (an hour), requests in flight, days
+/// until a deleted object's space is reclaimed (100 years), MiB and files per scan task.
+const MAX_TIMEOUT_SECONDS: u64 = 3_600;
+const MAX_CONCURRENCY: usize = 1_024;
+const MAX_TASK_MIB: u64 = 1 << 20;
+const MAX_TASK_OBJECTS: usize = 1_000_000;
+
+/// Every count of `lethe.toml` within its range, each error naming the file, line and key (a
+/// `task_mib` of 2^44 shifted to a task of 0 bytes; `reclaim_days` past chrono's calendar
+/// panicked in the attestation).
+fn check_numbers(parsed: &tomlfile::TomlFile<RawConfig>) -> Result<()> {
+    fn range<N: PartialOrd + std::fmt::Display>(
+        parsed: &tomlfile::TomlFile<RawConfig>,
+        key: &str,
+        value: Option<N>,
+        min: N,
+        max: N,
+    ) -> Result<()> {
+        match value {
+            Some(v) if v < min || v > max => {
+                Err(parsed.error_at(key, format!("{v} is out of range: between {min} and {max}")))
+            }
+            _ => Ok(()),
+        }
+    }
+    let raw = &parsed.value;
+    range(
+        parsed,
+        "catalog.timeout_seconds",
+        raw.catalog.timeout_seconds,
+        1,
+        MAX_TIMEOUT_SECONDS,
+    )?;
+    range(
+        parsed,
+        "storage.max_concurrency",
+        raw.storage.max_concurrency,
+        1,
+        MAX_CONCURRENCY,
+    )?;
+    range(
+        parsed,
+        "storage.reclaim_days",
+        raw.storage.reclaim_days.map(i64::from),
+        0,
+        lethe_iceberg::clock::MAX_DAYS,
+    )?;
+    range(
+        parsed,
+        "engine.task_mib",
+        raw.engine.task_mib,
+        1,
+        MAX_TASK_MIB,
+    )?;
+    range(
+        parsed,
+        "engine.task_objects",
+        raw.engine.task_objects,
+        1,
+        MAX_TASK_OBJECTS,
+    )
 }
 
 /// Whether a URI names a PostgreSQL database.
@@ -713,6 +771,46 @@ mod tests {
         );
         let f = write(dir.path(), &format!("{base}[engine]\nschedulr = \"x\"\n"));
         assert!(Config::load(&f).is_err());
+    }
+
+    /// Issue 44 (item 5): every count is range-checked, naming file, line and key.
+    #[test]
+    fn counts_out_of_range_are_refused_with_their_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let base =
+            "[catalog]\nkind = \"sql\"\nname = \"x\"\nuri = \"sqlite:c.db\"\nwarehouse = \"w\"\n";
+        for (extra, want) in [
+            (
+                "[engine]\ntask_mib = 17592186044416\n",
+                "lethe.toml:7: engine.task_mib: 17592186044416 is out of range",
+            ),
+            ("[engine]\ntask_mib = 0\n", "lethe.toml:7: engine.task_mib:"),
+            (
+                "[engine]\ntask_objects = 0\n",
+                "lethe.toml:7: engine.task_objects:",
+            ),
+            (
+                "[storage]\nreclaim_days = 4000000000\n",
+                "lethe.toml:7: storage.reclaim_days: 4000000000 is out of range",
+            ),
+            (
+                "[storage]\nmax_concurrency = 0\n",
+                "lethe.toml:7: storage.max_concurrency:",
+            ),
+        ] {
+            let f = write(dir.path(), &format!("{base}{extra}"));
+            let e = Config::load(&f).unwrap_err().to_string();
+            assert!(e.contains(want), "{extra}: {e}");
+        }
+        let f = write(
+            dir.path(),
+            &base.replace(
+                "warehouse = \"w\"\n",
+                "warehouse = \"w\"\ntimeout_seconds = 18446744073709551615\n",
+            ),
+        );
+        let e = Config::load(&f).unwrap_err().to_string();
+        assert!(e.contains("lethe.toml:6: catalog.timeout_seconds:"), "{e}");
     }
 
     #[test]

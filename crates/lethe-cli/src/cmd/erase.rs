@@ -39,7 +39,7 @@ pub struct EraseArgs {
     dry_run: bool,
     /// The sweep's minimum file age (default: governance/retention.toml [sweep], 72h). Use 0
     /// only when a single process writes the catalog.
-    #[arg(long)]
+    #[arg(long, value_parser = super::duration_flag)]
     min_age: Option<String>,
     /// Erase what can be erased although some tables are UNRESOLVED.
     #[arg(long)]

@@ -1258,3 +1258,70 @@ async fn a_recompute_that_cant_be_incremental_runs_in_full_and_says_why() {
     .unwrap();
     check(p.clone(), RecomputeMode::Full, "costs a full run").await;
 }
+
+/// Issue 44 (item 5): a duration or count flag out of range is an error naming the flag
+/// (exit 2), never a panic (`--min-age` of 2^63 weeks overflowed chrono) nor a wrap
+/// (`--months 4294967295` wrapped past the three-month cap). Checked before any workspace
+/// is opened, so an empty folder will do.
+#[test]
+fn flags_out_of_range_are_refused_naming_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let huge = "9223372036854775807w";
+    for (args, flag) in [
+        (
+            vec![
+                "erase",
+                "--subject",
+                "learner=1",
+                "--request",
+                "r",
+                "--min-age",
+                huge,
+            ],
+            "--min-age",
+        ),
+        (
+            vec!["erase", "--request", "r", "--min-age", "36526d"],
+            "--min-age",
+        ),
+        (vec!["sweep", "--min-age", huge], "--min-age"),
+        (vec!["drill", "--min-age", huge], "--min-age"),
+        (vec!["expire", "--older-than", huge], "--older-than"),
+        (
+            vec![
+                "request",
+                "extend",
+                "r",
+                "--months",
+                "4294967295",
+                "--reason",
+                "x",
+                "--day",
+                "2026-10-01",
+            ],
+            "--months",
+        ),
+        (
+            vec![
+                "request",
+                "extend",
+                "r",
+                "--months",
+                "3",
+                "--reason",
+                "x",
+                "--day",
+                "2026-10-01",
+            ],
+            "--months",
+        ),
+    ] {
+        let out = lethe_in(dir.path(), &args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains(flag) && !err.contains("panicked"),
+            "{args:?}: {err}"
+        );
+    }
+}

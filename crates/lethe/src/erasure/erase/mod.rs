@@ -135,9 +135,9 @@ pub async fn erase(
         valid_request_id(&r.request)?;
     }
     let batch = batch_id(requests);
+    let day = crate::erasure::holds::judging_day(ws, opts.day)?;
     let key_file = opts.key_file.clone().or_else(|| default_key_file(ws));
     let key = RegisterKey::load(key_file.as_deref())?;
-    let day = crate::erasure::holds::day_or_today(ws, opts.day);
     let gov = ws.governance()?;
     let existing = match earlier_run(ws, &batch, requests, &key)? {
         Earlier::Finished(j) => {

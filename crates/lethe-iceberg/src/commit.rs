@@ -180,6 +180,7 @@ pub async fn commit(
     loop {
         attempt += 1;
         let table = wh.load(name).await?;
+        wh.check_changeable(&table)?;
         let policy = RetryPolicy::of(&table)?;
         // What planning writes is synced in one pass before the swap (store::local_io).
         wh.store.defer_syncs();

@@ -33,6 +33,9 @@
 //! [scan]
 //! roots = ["raw"]              # folders outside the warehouse that the proof scan also reads
 //!
+//! [tables_outside_warehouse]   # optional: tables lethe may change although their location
+//! "legacy.events" = "file:///data/old/legacy.db/events"   # is outside the warehouse
+//!
 //! [engine]                     # optional: where the scan's and erasures' per-file work runs
 //! kind = "ballista"            # "local" (the default: this process) or "ballista"
 //! scheduler = "127.0.0.1:50050"  # the Ballista scheduler (`lethe scheduler`)
@@ -67,6 +70,12 @@ pub struct Config {
     pub storage: StorageConfig,
     /// Where the heavy per-file work runs (`[engine]`).
     pub engine: EngineConfig,
+    /// `[tables_outside_warehouse]`: tables lethe may change (erase, expire, sweep) although
+    /// their location is outside the warehouse, each with the location it must have, as a
+    /// location URI (`file:///...` or `s3://...`). Every other table outside the warehouse is
+    /// refused: a workspace copied with its catalog (`cp -a demo copy`) still names the
+    /// original's files, and must not change them.
+    pub tables_outside_warehouse: Vec<(String, String)>,
 }
 
 /// Which engine runs the per-file work of scans and erasures' rewrites.
@@ -250,6 +259,8 @@ struct RawConfig {
     residuals: Option<toml::Value>,
     #[serde(default)]
     storage: StorageConfig,
+    #[serde(default)]
+    tables_outside_warehouse: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -426,6 +437,7 @@ impl Config {
             ));
         }
         check_numbers(&parsed)?;
+        let tables_outside_warehouse = outside_warehouse(&parsed, &root)?;
         let resolve =
             |p: &Option<String>, default: &str| root.join(p.as_deref().unwrap_or(default));
         let paths = Paths {
@@ -447,6 +459,7 @@ impl Config {
             file: file.clone(),
             root,
             paths,
+            tables_outside_warehouse,
         })
     }
 
@@ -608,6 +621,32 @@ fn check_numbers(parsed: &tomlfile::TomlFile<RawConfig>) -> Result<()> {
         1,
         MAX_TASK_OBJECTS,
     )
+}
+
+/// `[tables_outside_warehouse]`: each key a table name, each value a location (a folder
+/// relative to lethe.toml, `file:///...` or `s3://bucket/prefix`), resolved to a location URI.
+fn outside_warehouse(
+    parsed: &tomlfile::TomlFile<RawConfig>,
+    root: &Path,
+) -> Result<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    for (table, location) in &parsed.value.tables_outside_warehouse {
+        let key = format!("tables_outside_warehouse.\"{table}\"");
+        if lethe_iceberg::catalog::TableName::parse(table).is_err() {
+            return Err(parsed.error_at(
+                &key,
+                format!("`{table}` is not a table name: write namespace.table"),
+            ));
+        }
+        let Some(at) = warehouse_location(root, location) else {
+            return Err(parsed.error_at(
+                &key,
+                format!("`{location}` is not a location: use a folder, file:///ABSOLUTE or s3://bucket/prefix"),
+            ));
+        };
+        out.push((table.clone(), at.uri()));
+    }
+    Ok(out)
 }
 
 /// Whether a URI names a PostgreSQL database.

@@ -1325,3 +1325,135 @@ fn flags_out_of_range_are_refused_naming_the_flag() {
         );
     }
 }
+
+/// Every file under `dir` with its size and modification time.
+fn files_with_times(dir: &Path) -> BTreeMap<std::path::PathBuf, (u64, std::time::SystemTime)> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let m = e.metadata().unwrap();
+            if m.is_dir() {
+                stack.push(e.path());
+            } else {
+                out.insert(e.path(), (m.len(), m.modified().unwrap()));
+            }
+        }
+    }
+    out
+}
+
+/// Issue 44 (item 8): after `cp -a demo copy`, the copy's catalog still names demo's files
+/// (the SQL catalog stores absolute paths). Every command run in the copy that changes tables
+/// refuses them — erase (at its preflight, before any store is touched), sweep, expire,
+/// retention, properties — and nothing under demo's warehouse is written or deleted; demo
+/// still reads. A table listed in `[tables_outside_warehouse]` at its location is allowed.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_copied_workspace_changes_nothing_of_the_originals_warehouse() {
+    let demo = Demo::new().await;
+    let parent = tempfile::tempdir().unwrap();
+    let copy = parent.path().join("copy");
+    let cp = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(&demo.dir)
+        .arg(&copy)
+        .status()
+        .unwrap();
+    assert!(cp.success());
+    let original = files_with_times(&demo.dir.join("warehouse"));
+    let copied =
+        Workspace::open(&lethe::config::Config::load(&copy.join("lethe.toml")).unwrap()).unwrap();
+    let pointers = futures_locations(&copied).await;
+    let learners = copied.warehouse.load_str("crm.learners").await.unwrap();
+    assert!(
+        learners.location().contains(&*demo.dir.to_string_lossy()),
+        "the copy's catalog names demo's files: {}",
+        learners.location()
+    );
+
+    let refused = |args: &[&str], code: i32| {
+        let out = lethe_in(&copy, args);
+        let all = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.status.code(), Some(code), "lethe {args:?}: {all}");
+        assert!(
+            all.contains("is outside the warehouse") && all.contains("nothing was changed"),
+            "lethe {args:?}: {all}"
+        );
+        all
+    };
+    let e = refused(
+        &[
+            "erase",
+            "--subject",
+            "learner=3590",
+            "--request",
+            "erasure-0001",
+            "--min-age",
+            "0s",
+        ],
+        1,
+    );
+    assert!(
+        e.contains("crm.learners") && e.contains("[tables_outside_warehouse]"),
+        "{e}"
+    );
+    refused(&["sweep", "--min-age", "0s"], 1);
+    refused(
+        &["sweep", "crm.learners", "--min-age", "0s", "--dry-run"],
+        1,
+    );
+    refused(&["expire", "crm.learners", "--older-than", "0s"], 1);
+    refused(&["retention", "apply", "--day", "2026-10-01"], 2);
+    refused(&["properties", "apply"], 2);
+    assert_eq!(
+        files_with_times(&demo.dir.join("warehouse")),
+        original,
+        "a file of demo's warehouse was written or deleted"
+    );
+    assert_eq!(
+        futures_locations(&copied).await,
+        pointers,
+        "the copy committed"
+    );
+    // The erasure stopped at its preflight: no register entry, no journal.
+    assert!(
+        !copy.join("state/register.jsonl").exists(),
+        "a register entry"
+    );
+    assert!(
+        lethe::erasure::erase::find_request(&copied, "erasure-0001")
+            .unwrap()
+            .is_none(),
+        "a journal"
+    );
+    // demo itself is whole: every table loads and reads.
+    demo.lethe_ok(&["tables"], 0);
+
+    // Listed on purpose, at its location: the copy may sweep it (a dry run here).
+    let cfg = copy.join("lethe.toml");
+    let mut text = std::fs::read_to_string(&cfg).unwrap();
+    text.push_str(&format!(
+        "\n[tables_outside_warehouse]\n\"crm.learners\" = \"{}\"\n",
+        learners.location()
+    ));
+    std::fs::write(&cfg, text).unwrap();
+    let out = lethe_in(
+        &copy,
+        &["sweep", "crm.learners", "--min-age", "0s", "--dry-run"],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    refused(
+        &["sweep", "learning.events", "--min-age", "0s", "--dry-run"],
+        1,
+    );
+}

@@ -171,6 +171,12 @@ pub async fn apply(
     dry: bool,
 ) -> Result<Vec<RuleApplied>> {
     check_rules(wh, file).await?;
+    if !dry {
+        // Every table before any rule commits: one lethe may not change stops the whole run.
+        for table in file.value.tables.keys() {
+            wh.check_changeable(&wh.load(&TableName::parse(table)?).await?)?;
+        }
+    }
     let mut out = Vec::new();
     for (table, rule) in &file.value.tables {
         let name = TableName::parse(table)?;

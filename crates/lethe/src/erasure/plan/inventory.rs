@@ -102,7 +102,14 @@ async fn read_table(wh: &Warehouse, name: TableName) -> Result<Read> {
             .map(|p| p.name)
             .collect(),
         schemas,
-        blockers: blockers(&t)?,
+        blockers: {
+            let mut b = blockers(&t)?;
+            // A table lethe may not change (outside the warehouse) blocks its step.
+            if let Err(e) = wh.check_changeable(&t) {
+                b.push(e.to_string());
+            }
+            b
+        },
         identifier_fields: schema
             .identifier_field_ids()
             .filter_map(|id| schema.name_by_field_id(id).map(str::to_string))

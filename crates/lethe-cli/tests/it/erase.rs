@@ -611,16 +611,59 @@ async fn a_blocked_table_refuses_the_whole_erasure_before_any_change() {
         "no register entry"
     );
     // A missing key is refused too (a demo without its key file).
+    let key = std::fs::read(demo.dir.join("state/register.key")).unwrap();
     std::fs::remove_file(demo.dir.join("state/register.key")).unwrap();
-    let out = demo.lethe(&[
+    let args = [
         "erase",
         "--subject",
         "learner=1",
         "--request",
         "erasure-0002",
-    ]);
+    ];
+    let out = demo.lethe(&args);
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("no register key"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    // Issue 44 (item 18): the advice is one lethe takes (lethe.toml has no [register]).
+    assert!(
+        err.contains("no register key")
+            && err.contains("LETHE_REGISTER_KEY_FILE")
+            && err.contains("register.key in the state folder")
+            && !err.contains("[register]"),
+        "{err}"
+    );
+    // Each way it names gets past the key (to the blocked tables' refusal).
+    let elsewhere = demo.tmp.path().join("my-register.key");
+    std::fs::write(&elsewhere, &key).unwrap();
+    let past_the_key = |out: std::process::Output| {
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(
+            !err.contains("no register key") && err.contains("min-snapshots-to-keep=3"),
+            "{err}"
+        );
+    };
+    past_the_key(
+        std::process::Command::new(env!("CARGO_BIN_EXE_lethe"))
+            .args(args)
+            .current_dir(&demo.dir)
+            .env_remove("LETHE_REGISTER_KEY")
+            .env("LETHE_REGISTER_KEY_FILE", &elsewhere)
+            .output()
+            .unwrap(),
+    );
+    past_the_key(
+        std::process::Command::new(env!("CARGO_BIN_EXE_lethe"))
+            .args(args)
+            .current_dir(&demo.dir)
+            .env_remove("LETHE_REGISTER_KEY_FILE")
+            .env(
+                "LETHE_REGISTER_KEY",
+                String::from_utf8(key.clone()).unwrap().trim(),
+            )
+            .output()
+            .unwrap(),
+    );
+    std::fs::write(demo.dir.join("state/register.key"), &key).unwrap();
+    past_the_key(demo.lethe(&args));
     let _ = BTreeSet::<i32>::new();
     let _ = append;
 }

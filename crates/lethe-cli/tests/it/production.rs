@@ -7,8 +7,8 @@
 //!
 //! PyIceberg 0.12 is the independent reader (tests/interop/prod_catalog.py), boto3 + pyarrow +
 //! fastavro the independent scan of the bucket (tests/interop/bucket_scan.py), Spark 3.5 with
-//! the Iceberg 1.10 runtime the second engine (scripts/spark_tool.py; skipped only when
-//! scripts/spark-env.sh exits 3: no Java 17/11).
+//! the Iceberg 1.10 runtime the second engine (scripts/spark_tool.py; without Java 17/11 the
+//! test fails, never skips).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -375,43 +375,22 @@ fn attestation(out: &str) -> serde_json::Value {
     serde_json::from_str(out).unwrap_or_else(|e| panic!("attest printed no JSON ({e}): {out}"))
 }
 
-/// Spark 3.5 + Iceberg 1.10 through the REST catalog and s3a, or None (with the reason
-/// printed) when scripts/spark-env.sh exits 3: no Java 17/11 here.
+/// Spark 3.5 + Iceberg 1.10 through the REST catalog and s3a. Without Java 17/11 the test
+/// fails ([`crate::common::spark_vars`]), never skips.
 struct Spark {
     python: String,
     env: Vec<(String, String)>,
 }
 
 impl Spark {
-    fn new() -> Option<Spark> {
-        let root = interop_dir().join("../..");
-        let out = Command::new("bash")
-            .arg(root.join("scripts/spark-env.sh"))
-            .output()
-            .expect("run spark-env.sh");
-        if out.status.code() == Some(3) {
-            eprintln!(
-                "Spark skipped: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-            return None;
-        }
-        assert!(
-            out.status.success(),
-            "spark-env.sh failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let env: Vec<(String, String)> = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter_map(|l| l.split_once('='))
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+    fn new() -> Spark {
+        let env = crate::common::spark_env_from_script();
         let python = env
             .iter()
             .find(|(k, _)| k == "LETHE_SPARK_PYTHON")
             .map(|(_, v)| v.clone())
             .expect("LETHE_SPARK_PYTHON");
-        Some(Spark { python, env })
+        Spark { python, env }
     }
 
     /// Runs one `batch` of commands in one session; returns one JSON value per command.
@@ -480,7 +459,8 @@ async fn the_rest_catalog_end_to_end() {
     let cow = format!("{spark_ns}.cow");
     let mor = format!("{spark_ns}.mor");
     let spark_rows = 300;
-    if let Some(s) = &spark {
+    {
+        let s = &spark;
         let made = s.batch(&[
             args(&[
                 "create-fixture",
@@ -675,7 +655,8 @@ async fn the_rest_catalog_end_to_end() {
     // erasure above already planned Spark's tables — discovery finds their learner_id columns
     // in the same catalog — and deleted the learner's rows there; this `lethe init` folder's
     // erasure runs over the same catalog again, and takes the payments the demo kept.)
-    if let Some(s) = &spark {
+    {
+        let s = &spark;
         let cfg = tmp.path().join("spark-lethe");
         let out = lethe_ok(
             tmp.path(),

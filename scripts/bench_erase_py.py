@@ -5,7 +5,8 @@ usage: bench_erase_py.py CATALOG_DB WAREHOUSE PLAN_JSON
 
 PLAN_JSON is `lethe explain --subject learner=ID --json` on the copy (made before the timing
 starts, so planning is lethe's own advantage only in that it is not timed here at all). For each
-step: DELETE is `Table.delete(In(column, values))`; REWRITE reads the matching rows, sets the
+step (its rows: `column` in `values`, OR-ed with each `also` selector whose values the plan
+shows): DELETE is `Table.delete(rows)`; REWRITE reads the matching rows, sets the
 erased columns to null and writes them back with `Table.overwrite(rows, overwrite_filter=...)`;
 RECOMPUTE (lethe reruns the pipeline) is stood in for by rewriting the table with its own rows
 (`Table.overwrite(table.scan().to_arrow())`), which costs no more than a rerun. Then every
@@ -23,7 +24,7 @@ START = time.perf_counter()
 
 import pyarrow as pa  # noqa: E402
 from pyiceberg.catalog.sql import SqlCatalog  # noqa: E402
-from pyiceberg.expressions import In  # noqa: E402
+from pyiceberg.expressions import In, Or  # noqa: E402
 
 
 def typed(table, column, values):
@@ -31,6 +32,16 @@ def typed(table, column, values):
     if "int" in str(field.field_type) or "long" in str(field.field_type):
         return [int(v) for v in values]
     return list(values)
+
+
+def selection(table, step):
+    """The step's rows as lethe's plan selects them: `column` in `values`, OR-ed with each
+    further selector (`also`) whose values the plan shows (ID values; others it only counts)."""
+    pred = In(step["column"], typed(table, step["column"], step["values"]))
+    for sel in step.get("also", []):
+        if sel.get("values"):
+            pred = Or(pred, In(sel["column"], typed(table, sel["column"], sel["values"])))
+    return pred
 
 
 def referenced(table):
@@ -77,7 +88,7 @@ def main() -> int:
         if action == "RECOMPUTE":
             table.overwrite(table.scan().to_arrow())
         else:
-            pred = In(step["column"], typed(table, step["column"], step["values"]))
+            pred = selection(table, step)
             if action == "DELETE":
                 rows[name] = table.scan(row_filter=pred).to_arrow().num_rows
                 table.delete(pred)

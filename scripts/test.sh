@@ -14,25 +14,54 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export LETHE_PYTHON="${LETHE_PYTHON:-$(bash scripts/python-env.sh)}"
 # Spark 3.5 + the Iceberg 1.10 runtime for the format v3 interop tests, installed and cached by
-# spark-env.sh. Only a machine without Java 17/11 (exit 3) skips them, and the tests say why.
-if [ -z "${LETHE_SPARK_PYTHON:-}" ]; then
-  spark_err="$(mktemp)"
+# spark-env.sh. It needs Java 17 (or 11): when spark-env.sh finds none (exit 3), a JDK 17 is
+# installed from Debian (openjdk-17-jdk-headless: javac too, for the REST catalog client) and
+# spark-env.sh runs again. The Spark tests never skip: if Spark still can't run, this fails.
+install_jdk17() {
+  local apt=(apt-get)
+  if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+      apt=(sudo -n apt-get)
+    else
+      echo "scripts/test.sh: no Java 17/11 and not root: install openjdk-17-jdk-headless (apt-get install openjdk-17-jdk-headless), then run again" >&2
+      return 1
+    fi
+  fi
+  echo "scripts/test.sh: no Java 17/11: installing openjdk-17-jdk-headless from Debian" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  if ! "${apt[@]}" install -y -q --no-install-recommends openjdk-17-jdk-headless >&2; then
+    "${apt[@]}" update -q >&2
+    "${apt[@]}" install -y -q --no-install-recommends openjdk-17-jdk-headless >&2
+  fi
+}
+spark_setup() {
+  local err rc vars
+  err="$(mktemp)"
   set +e
-  spark_vars="$(bash scripts/spark-env.sh 2>"$spark_err")"
-  spark_rc=$?
+  vars="$(bash scripts/spark-env.sh 2>"$err")"
+  rc=$?
   set -e
-  cat "$spark_err" >&2
-  if [ "$spark_rc" -eq 0 ]; then
+  cat "$err" >&2
+  rm -f "$err"
+  if [ "$rc" -eq 0 ]; then
     while IFS='=' read -r k v; do
       [ -n "$k" ] && export "$k=$v"
-    done <<<"$spark_vars"
-  elif [ "$spark_rc" -eq 3 ]; then
-    export LETHE_SPARK_SKIP="$(tail -n 1 "$spark_err")"
-  else
-    echo "scripts/spark-env.sh failed (exit $spark_rc)" >&2
+    done <<<"$vars"
+  fi
+  return "$rc"
+}
+if [ -z "${LETHE_SPARK_PYTHON:-}" ]; then
+  spark_rc=0
+  spark_setup || spark_rc=$?
+  if [ "$spark_rc" -eq 3 ]; then
+    install_jdk17
+    spark_rc=0
+    spark_setup || spark_rc=$?
+  fi
+  if [ "$spark_rc" -ne 0 ]; then
+    echo "scripts/spark-env.sh failed (exit $spark_rc): the Spark interop tests can't run" >&2
     exit "$spark_rc"
   fi
-  rm -f "$spark_err"
 fi
 export RUST_BACKTRACE=1
 services="${LETHE_SERVICES:-all}"

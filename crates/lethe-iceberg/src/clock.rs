@@ -32,28 +32,44 @@ impl Clock for FixedClock {
     }
 }
 
-/// Parses a duration: `0`, `90s`, `45m`, `72h`, `3d`, `2w` (a bare number is seconds).
+/// The longest duration lethe takes from a flag or a configuration file: 100 years (36,525
+/// days). Past it, durations stop meaning anything for files and snapshots, and the arithmetic
+/// on instants (`now - min_age`) could leave chrono's range.
+pub const MAX_DAYS: i64 = 36_525;
+
+/// Parses a duration: `0`, `90s`, `45m`, `72h`, `3d`, `2w` (a bare number is seconds), at most
+/// [`MAX_DAYS`] days; a longer one is an error, never a panic or a wrapped negative value.
 pub fn parse_duration(s: &str) -> crate::error::Result<chrono::Duration> {
     let t = s.trim();
     let (num, unit) = t.split_at(t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len()));
-    let n: i64 = num.parse().map_err(|_| {
+    let too_long = || {
         crate::error::Error::invalid(format!(
-            "`{s}` is not a duration: write e.g. 0, 90s, 45m, 72h, 3d"
+            "`{s}` is out of range: at most {MAX_DAYS}d (100 years)"
         ))
-    })?;
+    };
+    if num.is_empty() {
+        return Err(crate::error::Error::invalid(format!(
+            "`{s}` is not a duration: write e.g. 0, 90s, 45m, 72h, 3d"
+        )));
+    }
+    // Digits only: a parse error here is a number past i64.
+    let n: i64 = num.parse().map_err(|_| too_long())?;
     let d = match unit.trim() {
-        "" | "s" => chrono::Duration::seconds(n),
-        "m" | "min" => chrono::Duration::minutes(n),
-        "h" => chrono::Duration::hours(n),
-        "d" => chrono::Duration::days(n),
-        "w" => chrono::Duration::weeks(n),
+        "" | "s" => chrono::Duration::try_seconds(n),
+        "m" | "min" => chrono::Duration::try_minutes(n),
+        "h" => chrono::Duration::try_hours(n),
+        "d" => chrono::Duration::try_days(n),
+        "w" => chrono::Duration::try_weeks(n),
         other => {
             return Err(crate::error::Error::invalid(format!(
                 "`{s}`: unknown unit `{other}` (use s, m, h, d or w)"
             )));
         }
     };
-    Ok(d)
+    match d {
+        Some(d) if d <= chrono::Duration::days(MAX_DAYS) => Ok(d),
+        _ => Err(too_long()),
+    }
 }
 
 /// Parses an instant: RFC 3339 (`2026-10-01T00:00:00Z`), a day (`2026-10-01`, midnight UTC), or
@@ -83,6 +99,28 @@ mod tests {
         assert_eq!(parse_duration("3d").unwrap(), chrono::Duration::days(3));
         assert!(parse_duration("3 fortnights").is_err());
         assert!(parse_duration("h").is_err());
+    }
+
+    /// Issue 44 (item 5): a huge duration is an error naming the limit, never a panic.
+    #[test]
+    fn huge_durations_are_out_of_range_not_a_panic() {
+        for s in [
+            "9223372036854775807w",
+            "99999999999999999999",
+            "9223372036854775807",
+            "36526d",
+            "5218w",
+            "876601h",
+        ] {
+            let e = parse_duration(s).unwrap_err().to_string();
+            assert!(e.contains("out of range: at most 36525d"), "{s}: {e}");
+        }
+        assert_eq!(
+            parse_duration("36525d").unwrap(),
+            chrono::Duration::days(36_525)
+        );
+        let now = "2026-11-30T12:00:00Z".parse::<DateTime<Utc>>().unwrap();
+        assert!(parse_instant("9223372036854775807w", now).is_err());
     }
 
     #[test]

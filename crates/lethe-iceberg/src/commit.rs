@@ -249,6 +249,7 @@ async fn attempt_once(
     attempt: u32,
 ) -> Result<Attempt> {
     let table = wh.load(name).await?;
+    wh.check_changeable(&table)?;
     let policy = RetryPolicy::of(&table)?;
     // What planning writes is synced in one pass before the swap (store::local_io).
     wh.store.defer_syncs();

@@ -86,8 +86,30 @@ pub struct Warehouse {
     pub store: Arc<dyn FileStore>,
     /// The warehouse root location (`file:///.../warehouse`), where new tables go.
     pub root: String,
+    /// Where lethe may change tables (see [`Warehouse::check_changeable`]).
+    confinement: Arc<Confinement>,
     /// Manifest lists and manifests already read (shared by clones).
     metadata_files: Arc<MetadataFiles>,
+}
+
+/// The tables outside the warehouse root that lethe may change anyway, each at the location
+/// it was listed with, and how the configuration lists them (for the refusal's advice).
+#[derive(Debug, Clone, Default)]
+pub struct Confinement {
+    /// (table, its location as listed).
+    pub outside: Vec<(TableName, String)>,
+    /// Where such tables are listed (e.g. "[tables_outside_warehouse] in /x/lethe.toml").
+    pub listed_in: String,
+}
+
+/// Whether normalised `location` is `root` or under it.
+fn inside(location: &str, root: &str) -> bool {
+    let root = root.trim_end_matches('/');
+    let location = location.trim_end_matches('/');
+    location == root
+        || location
+            .strip_prefix(root)
+            .is_some_and(|rest| rest.starts_with('/'))
 }
 
 /// Manifest lists and manifests read through a [`Warehouse`], kept for the rest of its life.
@@ -142,7 +164,68 @@ impl Warehouse {
             catalog,
             store,
             root: root.trim_end_matches('/').to_string(),
+            confinement: Arc::default(),
             metadata_files: Arc::default(),
+        }
+    }
+
+    /// The same warehouse, allowed to change the tables `confinement` lists outside its root
+    /// too (by default only tables inside the root are changed).
+    pub fn with_confinement(mut self, confinement: Confinement) -> Self {
+        self.confinement = Arc::new(confinement);
+        self
+    }
+
+    /// Refuses ([`Error::Refused`]) to change a table whose location is outside the warehouse
+    /// root, unless it is listed at that location ([`Warehouse::with_confinement`]). Every
+    /// commit and every sweep asks this first, before writing or deleting anything: a
+    /// catalog copied with its workspace (`cp -a demo copy`) still names the original's files,
+    /// and lethe working in the copy must not commit to or sweep them. A location the store
+    /// can't match is refused by the store's own error.
+    pub fn check_changeable(&self, table: &LoadedTable) -> Result<()> {
+        let location = self.store.normalize(table.location())?;
+        let root = self.store.normalize(&self.root)?;
+        if inside(&location, &root) || self.same_place(&location, &root, true) {
+            return Ok(());
+        }
+        for (name, listed) in &self.confinement.outside {
+            if name == &table.name
+                && let Ok(l) = self.store.normalize(listed)
+                && (l.trim_end_matches('/') == location || self.same_place(&location, &l, false))
+            {
+                return Ok(());
+            }
+        }
+        let how = if self.confinement.listed_in.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; if lethe should change it there, list it in {} as \"{}\" = \"{}\"",
+                self.confinement.listed_in,
+                table.name,
+                table.location()
+            )
+        };
+        Err(Error::Refused(format!(
+            "{}: its location {} is outside the warehouse {}: lethe changes no table there, and nothing was changed (a workspace copied with its catalog still names the original's files){how}",
+            table.name,
+            table.location(),
+            self.root
+        )))
+    }
+
+    /// Whether local `location` is the same folder as `other` (or, with `within`, inside it)
+    /// once symbolic links are resolved; false for object stores and folders that don't exist.
+    fn same_place(&self, location: &str, other: &str, within: bool) -> bool {
+        let (Ok(a), Ok(b)) = (
+            self.store.local_path(location),
+            self.store.local_path(other),
+        ) else {
+            return false;
+        };
+        match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+            (Ok(a), Ok(b)) => a == b || (within && a.starts_with(&b)),
+            _ => false,
         }
     }
 

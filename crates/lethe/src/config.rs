@@ -33,6 +33,9 @@
 //! [scan]
 //! roots = ["raw"]              # folders outside the warehouse that the proof scan also reads
 //!
+//! [tables_outside_warehouse]   # optional: tables lethe may change although their location
+//! "legacy.events" = "file:///data/old/legacy.db/events"   # is outside the warehouse
+//!
 //! [engine]                     # optional: where the scan's and erasures' per-file work runs
 //! kind = "ballista"            # "local" (the default: this process) or "ballista"
 //! scheduler = "127.0.0.1:50050"  # the Ballista scheduler (`lethe scheduler`)
@@ -67,6 +70,12 @@ pub struct Config {
     pub storage: StorageConfig,
     /// Where the heavy per-file work runs (`[engine]`).
     pub engine: EngineConfig,
+    /// `[tables_outside_warehouse]`: tables lethe may change (erase, expire, sweep) although
+    /// their location is outside the warehouse, each with the location it must have, as a
+    /// location URI (`file:///...` or `s3://...`). Every other table outside the warehouse is
+    /// refused: a workspace copied with its catalog (`cp -a demo copy`) still names the
+    /// original's files, and must not change them.
+    pub tables_outside_warehouse: Vec<(String, String)>,
 }
 
 /// Which engine runs the per-file work of scans and erasures' rewrites.
@@ -250,6 +259,8 @@ struct RawConfig {
     residuals: Option<toml::Value>,
     #[serde(default)]
     storage: StorageConfig,
+    #[serde(default)]
+    tables_outside_warehouse: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -425,12 +436,8 @@ impl Config {
                 "the ballista engine needs its scheduler: add scheduler = \"HOST:PORT\" to [engine]",
             ));
         }
-        if engine.task_mib == Some(0) {
-            return Err(parsed.error_at("engine.task_mib", "must be at least 1"));
-        }
-        if engine.task_objects == Some(0) {
-            return Err(parsed.error_at("engine.task_objects", "must be at least 1"));
-        }
+        check_numbers(&parsed)?;
+        let tables_outside_warehouse = outside_warehouse(&parsed, &root)?;
         let resolve =
             |p: &Option<String>, default: &str| root.join(p.as_deref().unwrap_or(default));
         let paths = Paths {
@@ -452,6 +459,7 @@ impl Config {
             file: file.clone(),
             root,
             paths,
+            tables_outside_warehouse,
         })
     }
 
@@ -550,6 +558,95 @@ impl Serialize for WithoutKind<'_> {
         }
         v.serialize(s)
     }
+}
+
+/// Bounds of `lethe.toml`'s counts: a request's seconds (an hour), requests in flight, days
+/// until a deleted object's space is reclaimed (100 years), MiB and files per scan task.
+const MAX_TIMEOUT_SECONDS: u64 = 3_600;
+const MAX_CONCURRENCY: usize = 1_024;
+const MAX_TASK_MIB: u64 = 1 << 20;
+const MAX_TASK_OBJECTS: usize = 1_000_000;
+
+/// Every count of `lethe.toml` within its range, each error naming the file, line and key (a
+/// `task_mib` of 2^44 shifted to a task of 0 bytes; `reclaim_days` past chrono's calendar
+/// panicked in the attestation).
+fn check_numbers(parsed: &tomlfile::TomlFile<RawConfig>) -> Result<()> {
+    fn range<N: PartialOrd + std::fmt::Display>(
+        parsed: &tomlfile::TomlFile<RawConfig>,
+        key: &str,
+        value: Option<N>,
+        min: N,
+        max: N,
+    ) -> Result<()> {
+        match value {
+            Some(v) if v < min || v > max => {
+                Err(parsed.error_at(key, format!("{v} is out of range: between {min} and {max}")))
+            }
+            _ => Ok(()),
+        }
+    }
+    let raw = &parsed.value;
+    range(
+        parsed,
+        "catalog.timeout_seconds",
+        raw.catalog.timeout_seconds,
+        1,
+        MAX_TIMEOUT_SECONDS,
+    )?;
+    range(
+        parsed,
+        "storage.max_concurrency",
+        raw.storage.max_concurrency,
+        1,
+        MAX_CONCURRENCY,
+    )?;
+    range(
+        parsed,
+        "storage.reclaim_days",
+        raw.storage.reclaim_days.map(i64::from),
+        0,
+        lethe_iceberg::clock::MAX_DAYS,
+    )?;
+    range(
+        parsed,
+        "engine.task_mib",
+        raw.engine.task_mib,
+        1,
+        MAX_TASK_MIB,
+    )?;
+    range(
+        parsed,
+        "engine.task_objects",
+        raw.engine.task_objects,
+        1,
+        MAX_TASK_OBJECTS,
+    )
+}
+
+/// `[tables_outside_warehouse]`: each key a table name, each value a location (a folder
+/// relative to lethe.toml, `file:///...` or `s3://bucket/prefix`), resolved to a location URI.
+fn outside_warehouse(
+    parsed: &tomlfile::TomlFile<RawConfig>,
+    root: &Path,
+) -> Result<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    for (table, location) in &parsed.value.tables_outside_warehouse {
+        let key = format!("tables_outside_warehouse.\"{table}\"");
+        if lethe_iceberg::catalog::TableName::parse(table).is_err() {
+            return Err(parsed.error_at(
+                &key,
+                format!("`{table}` is not a table name: write namespace.table"),
+            ));
+        }
+        let Some(at) = warehouse_location(root, location) else {
+            return Err(parsed.error_at(
+                &key,
+                format!("`{location}` is not a location: use a folder, file:///ABSOLUTE or s3://bucket/prefix"),
+            ));
+        };
+        out.push((table.clone(), at.uri()));
+    }
+    Ok(out)
 }
 
 /// Whether a URI names a PostgreSQL database.
@@ -713,6 +810,46 @@ mod tests {
         );
         let f = write(dir.path(), &format!("{base}[engine]\nschedulr = \"x\"\n"));
         assert!(Config::load(&f).is_err());
+    }
+
+    /// Issue 44 (item 5): every count is range-checked, naming file, line and key.
+    #[test]
+    fn counts_out_of_range_are_refused_with_their_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let base =
+            "[catalog]\nkind = \"sql\"\nname = \"x\"\nuri = \"sqlite:c.db\"\nwarehouse = \"w\"\n";
+        for (extra, want) in [
+            (
+                "[engine]\ntask_mib = 17592186044416\n",
+                "lethe.toml:7: engine.task_mib: 17592186044416 is out of range",
+            ),
+            ("[engine]\ntask_mib = 0\n", "lethe.toml:7: engine.task_mib:"),
+            (
+                "[engine]\ntask_objects = 0\n",
+                "lethe.toml:7: engine.task_objects:",
+            ),
+            (
+                "[storage]\nreclaim_days = 4000000000\n",
+                "lethe.toml:7: storage.reclaim_days: 4000000000 is out of range",
+            ),
+            (
+                "[storage]\nmax_concurrency = 0\n",
+                "lethe.toml:7: storage.max_concurrency:",
+            ),
+        ] {
+            let f = write(dir.path(), &format!("{base}{extra}"));
+            let e = Config::load(&f).unwrap_err().to_string();
+            assert!(e.contains(want), "{extra}: {e}");
+        }
+        let f = write(
+            dir.path(),
+            &base.replace(
+                "warehouse = \"w\"\n",
+                "warehouse = \"w\"\ntimeout_seconds = 18446744073709551615\n",
+            ),
+        );
+        let e = Config::load(&f).unwrap_err().to_string();
+        assert!(e.contains("lethe.toml:6: catalog.timeout_seconds:"), "{e}");
     }
 
     #[test]

@@ -48,11 +48,8 @@ pub fn load<T: DeserializeOwned>(path: &Path) -> Result<TomlFile<T>> {
 pub fn parse<T: DeserializeOwned>(path: &Path, text: &str) -> Result<T> {
     toml::from_str(text).map_err(|e| {
         let (line, key) = match e.span() {
-            Some(span) => {
-                let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
-                (line, key_at(text, span.start))
-            }
-            None => (0, String::from("(file)")),
+            Some(span) => (line_of(text, span.start), key_at(text, span.start)),
+            None => (1, String::from("(file)")),
         };
         Error::Config {
             file: path.to_path_buf(),
@@ -63,9 +60,73 @@ pub fn parse<T: DeserializeOwned>(path: &Path, text: &str) -> Result<T> {
     })
 }
 
-/// The dotted key path at byte `offset`: the nearest table header above plus the key on the line.
+/// The 1-based line holding byte `offset` of `text`.
+fn line_of(text: &str, offset: usize) -> usize {
+    let mut offset = offset.min(text.len());
+    while !text.is_char_boundary(offset) {
+        offset -= 1;
+    }
+    text[..offset].matches('\n').count() + 1
+}
+
+/// The dotted key path at byte `offset`: the deepest key whose entry (key or value) holds the
+/// offset, as the parsed document's spans say; for text that doesn't parse, the nearest table
+/// header above plus the key on the offset's line.
 pub(crate) fn key_at(text: &str, offset: usize) -> String {
-    let offset = offset.min(text.len());
+    if let Ok(doc) = toml::de::DeTable::parse(text) {
+        let mut path = Vec::new();
+        path_at(doc.get_ref(), offset, &mut path);
+        if !path.is_empty() {
+            return join_key(&path);
+        }
+    }
+    key_at_line(text, offset)
+}
+
+/// Appends to `path` the keys leading to the entry of `table` that holds `offset`.
+fn path_at(table: &toml::de::DeTable<'_>, offset: usize, path: &mut Vec<String>) {
+    for (k, v) in table.iter() {
+        if !(k.span().contains(&offset) || v.span().contains(&offset)) {
+            continue;
+        }
+        path.push(k.get_ref().to_string());
+        match v.get_ref() {
+            toml::de::DeValue::Table(t) => path_at(t, offset, path),
+            toml::de::DeValue::Array(items) => {
+                for item in items.iter() {
+                    if let toml::de::DeValue::Table(t) = item.get_ref()
+                        && item.span().contains(&offset)
+                    {
+                        path_at(t, offset, path);
+                    }
+                }
+            }
+            _ => {}
+        }
+        return;
+    }
+}
+
+/// A key path written as TOML writes it: segments joined by dots, quoted when they aren't bare.
+fn join_key(path: &[String]) -> String {
+    path.iter()
+        .map(|s| {
+            let bare = !s.is_empty()
+                && s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+            if bare { s.clone() } else { format!("{s:?}") }
+        })
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
+/// [`key_at`] for text that doesn't parse: the nearest table header above plus the key on
+/// the offset's line.
+fn key_at_line(text: &str, offset: usize) -> String {
+    let mut offset = offset.min(text.len());
+    while !text.is_char_boundary(offset) {
+        offset -= 1;
+    }
     let line_start = text[..offset].rfind('\n').map_or(0, |i| i + 1);
     let line_end = text[offset..].find('\n').map_or(text.len(), |i| offset + i);
     let line = text[line_start..line_end].trim();
@@ -76,16 +137,16 @@ pub(crate) fn key_at(text: &str, offset: usize) -> String {
         .find(|l| l.starts_with('['))
         .map(|h| h.trim_matches(|c| c == '[' || c == ']').trim().to_string());
     if line.starts_with('[') {
-        return line
-            .trim_matches(|c| c == '[' || c == ']')
-            .trim()
-            .to_string();
+        let h = line.trim_matches(|c| c == '[' || c == ']').trim();
+        if !h.is_empty() {
+            return h.to_string();
+        }
     }
     let key = line
         .split_once('=')
         .map(|(k, _)| k.trim().to_string())
         .filter(|k| !k.is_empty() && !k.starts_with('#'));
-    match (header, key) {
+    match (header.filter(|h| !h.is_empty()), key) {
         (Some(h), Some(k)) => format!("{h}.{k}"),
         (Some(h), None) => h,
         (None, Some(k)) => k,
@@ -93,38 +154,51 @@ pub(crate) fn key_at(text: &str, offset: usize) -> String {
     }
 }
 
-/// The 1-based line where a dotted key is defined: a `[header]` equal to it, or a `last = ...`
-/// line inside the section named by the rest. 0 when it can't be found.
+/// Splits a dotted key into its segments, honouring quotes: `tables."a.b".keep_days` is
+/// `tables`, `a.b`, `keep_days`.
+fn segments(key: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut quote: Option<char> = None;
+    let mut chars = key.chars();
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (Some('"'), '\\') => {
+                if let Some(n) = chars.next() {
+                    cur.push(n);
+                }
+            }
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), c) => cur.push(c),
+            (None, '"' | '\'') => quote = Some(c),
+            (None, '.') => out.push(std::mem::take(&mut cur).trim().to_string()),
+            (None, c) => cur.push(c),
+        }
+    }
+    out.push(cur.trim().to_string());
+    out
+}
+
+/// The 1-based line where a dotted key is defined (its `[header]` or its `key =`), found by the
+/// parsed document's spans; a key the file doesn't hold is placed at its closest enclosing
+/// key that it does, and at line 1 (the file as a whole) when there is none.
 pub(crate) fn locate_key(text: &str, key: &str) -> usize {
-    let normal = |s: &str| s.replace(['"', ' '], "");
-    let wanted = normal(key);
-    let mut section = String::new();
-    for (i, raw) in text.lines().enumerate() {
-        let line = raw.trim();
-        if line.starts_with('[') {
-            section = normal(line.trim_matches(|c| c == '[' || c == ']'));
-            if section == wanted {
-                return i + 1;
-            }
-            continue;
-        }
-        if let Some((k, _)) = line.split_once('=') {
-            let k = normal(k);
-            let full = if section.is_empty() {
-                k.clone()
-            } else {
-                format!("{section}.{k}")
-            };
-            if full == wanted {
-                return i + 1;
-            }
+    let Ok(doc) = toml::de::DeTable::parse(text) else {
+        return 1;
+    };
+    let mut table = doc.get_ref();
+    let mut line = 1;
+    for seg in segments(key) {
+        let Some((k, v)) = table.iter().find(|(k, _)| k.get_ref().as_ref() == seg) else {
+            break;
+        };
+        line = line_of(text, k.span().start);
+        match v.get_ref() {
+            toml::de::DeValue::Table(t) => table = t,
+            _ => break,
         }
     }
-    // Fall back to the closest enclosing section that exists.
-    match wanted.rsplit_once('.') {
-        Some((parent, _)) if !parent.is_empty() => locate_key(text, parent),
-        _ => 0,
-    }
+    line
 }
 
 #[cfg(test)]
@@ -188,6 +262,26 @@ mod tests {
         );
         assert_eq!(locate_key(text, "a.x"), 2);
         assert_eq!(locate_key(text, "tables.\"support.tickets\".missing"), 3);
-        assert_eq!(locate_key(text, "nothing"), 0);
+        assert_eq!(locate_key(text, "nothing"), 1);
+    }
+
+    /// Keys are found by the parsed document's spans: a header inside a multi-line string is
+    /// text, not a section; dotted keys and inline tables have the line they are on.
+    #[test]
+    fn locate_follows_the_document_not_the_lines() {
+        let text = "[holds.\"a\"]\nbasis = \"\"\"\n[holds.\"b\"]\nuntil = x\n\"\"\"\nuntil = 2027-01-01\n\n[holds.\"b\"]\nbasis = \"y\"\n";
+        assert_eq!(locate_key(text, "holds.\"a\".until"), 6);
+        assert_eq!(locate_key(text, "holds.\"b\""), 8);
+        let text = "x = 1\ntables.\"a.b\".keep_days = 3\ninline = { deep = { key = 1 } }\n";
+        assert_eq!(locate_key(text, "tables.\"a.b\".keep_days"), 2);
+        assert_eq!(locate_key(text, "inline.deep.key"), 3);
+        assert_eq!(locate_key(text, "inline.deep.missing"), 3);
+        let e = parse::<Doc>(
+            Path::new("r.toml"),
+            "tables = { \"a.b\" = { keep_days = \"x\" } }\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.starts_with("r.toml:1: tables.\"a.b\".keep_days: "), "{e}");
     }
 }

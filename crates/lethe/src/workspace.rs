@@ -14,12 +14,13 @@ use crate::config::{Config, WarehouseLocation, is_postgres_uri};
 use crate::engine::Engines;
 use crate::error::{Error, Result};
 use crate::governance::Governance;
+use lethe_iceberg::catalog::TableName;
 use lethe_iceberg::catalog::rest::{RestAuth, RestCatalog, RestSettings};
 use lethe_iceberg::catalog::{Catalog, SqlCatalog};
 use lethe_iceberg::clock::{Clock, SystemClock};
 use lethe_iceberg::store::s3::{S3Settings, S3Store};
 use lethe_iceberg::store::{FileStore, LocalStore};
-use lethe_iceberg::table::Warehouse;
+use lethe_iceberg::table::{Confinement, Warehouse};
 
 /// Everything a command works on.
 #[derive(Debug, Clone)]
@@ -224,6 +225,18 @@ fn open_store_with(config: &Config, create: bool) -> Result<(Arc<dyn FileStore>,
     }
 }
 
+/// The tables outside the warehouse that `[tables_outside_warehouse]` lets lethe change.
+fn confinement(config: &Config) -> Result<Confinement> {
+    let mut outside = Vec::new();
+    for (table, location) in &config.tables_outside_warehouse {
+        outside.push((TableName::parse(table)?, location.clone()));
+    }
+    Ok(Confinement {
+        outside,
+        listed_in: format!("[tables_outside_warehouse] of {}", config.file.display()),
+    })
+}
+
 impl Workspace {
     /// Opens the catalog and store a configuration names.
     pub fn open(config: &Config) -> Result<Workspace> {
@@ -231,7 +244,7 @@ impl Workspace {
         let catalog = open_catalog(config)?;
         Ok(Workspace {
             config: config.clone(),
-            warehouse: Warehouse::new(catalog, store, root),
+            warehouse: Warehouse::new(catalog, store, root).with_confinement(confinement(config)?),
             clock: Arc::new(SystemClock),
             engines: Engines::default(),
         })

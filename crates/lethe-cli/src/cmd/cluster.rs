@@ -117,7 +117,7 @@ pub struct SchedulerArgs {
     #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:50050")]
     bind: SocketAddr,
     /// An executor silent this long is lost and its tasks run again elsewhere.
-    #[arg(long, value_name = "DURATION", default_value = "10s")]
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = super::duration_flag)]
     executor_timeout: String,
     /// Attempts of one task before its job fails.
     #[arg(long, default_value_t = 4)]

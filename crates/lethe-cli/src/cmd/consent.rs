@@ -67,7 +67,7 @@ pub enum ConsentCommand {
         #[arg(long, requires = "erase")]
         request: Option<String>,
         /// The erasure's sweep minimum file age (with --erase; default retention.toml [sweep]).
-        #[arg(long, requires = "erase")]
+        #[arg(long, requires = "erase", value_parser = super::duration_flag)]
         min_age: Option<String>,
         /// Print JSON.
         #[arg(long)]

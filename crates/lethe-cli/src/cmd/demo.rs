@@ -304,6 +304,7 @@ async fn walkthrough(dir: PathBuf, scale: u32, seed: u64) -> anyhow::Result<Exit
     super::retention::run(
         super::retention::RetentionCommand::Due {
             day: day.into(),
+            look_ahead: false,
             json: false,
         },
         cfg,
@@ -313,6 +314,7 @@ async fn walkthrough(dir: PathBuf, scale: u32, seed: u64) -> anyhow::Result<Exit
         super::retention::RetentionCommand::Apply {
             day: day.into(),
             dry_run: false,
+            look_ahead: false,
             json: false,
         },
         cfg,

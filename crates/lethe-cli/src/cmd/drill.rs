@@ -20,7 +20,7 @@ pub struct DrillArgs {
     keep: bool,
     /// The sweep's minimum file age (default: governance/retention.toml [sweep], 72h). The
     /// drill's own files are that young: use 0s only when a single process writes the catalog.
-    #[arg(long)]
+    #[arg(long, value_parser = super::duration_flag)]
     min_age: Option<String>,
     /// The day (YYYY-MM-DD; default: today).
     #[arg(long, value_name = "DAY")]

@@ -25,7 +25,7 @@ pub struct EraseArgs {
     #[arg(long)]
     request: Option<String>,
     /// The day legal holds are judged on, and a new request's received day (YYYY-MM-DD;
-    /// default: today).
+    /// default: today). A day after today is refused: holds are never judged ahead of time.
     #[arg(long, value_name = "DAY")]
     day: Option<String>,
     /// Erase many subjects in one pass: one `REQUEST NAME=ID` per line.
@@ -39,7 +39,7 @@ pub struct EraseArgs {
     dry_run: bool,
     /// The sweep's minimum file age (default: governance/retention.toml [sweep], 72h). Use 0
     /// only when a single process writes the catalog.
-    #[arg(long)]
+    #[arg(long, value_parser = super::duration_flag)]
     min_age: Option<String>,
     /// Erase what can be erased although some tables are UNRESOLVED.
     #[arg(long)]
@@ -183,8 +183,8 @@ pub async fn erase(a: EraseArgs, config: Option<&Path>) -> anyhow::Result<ExitCo
     print_summary(&ws, j, report.dry_run)?;
     for (system, h) in &held {
         println!(
-            "HELD {system}: legal hold `{}` until {} ({}; decided by the {}); rerun `lethe erase --request {} --day DAY` after it ends",
-            h.hold, h.until, h.basis, h.decided_by, j.requests[0].request
+            "HELD {system}: legal hold `{}` until {} ({}; decided by the {}); once it has ended (from the day after {}) or the legal team removes it from governance/holds.toml, rerun `lethe erase --request {}`",
+            h.hold, h.until, h.basis, h.decided_by, h.until, j.requests[0].request
         );
     }
     if !report.dry_run {

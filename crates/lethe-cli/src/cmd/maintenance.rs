@@ -20,7 +20,7 @@ pub struct ExpireArgs {
     /// Tables to expire (default: every table).
     tables: Vec<String>,
     /// Expire snapshots older than this: RFC 3339, a day, or an age such as 5d.
-    #[arg(long, conflicts_with = "by_age")]
+    #[arg(long, conflicts_with = "by_age", value_parser = super::instant_flag)]
     older_than: Option<String>,
     /// Expire by each table's history.expire.max-snapshot-age-ms (default 5 days).
     #[arg(long)]
@@ -62,7 +62,7 @@ pub struct SweepArgs {
     tables: Vec<String>,
     /// Minimum file age (default from governance/retention.toml [sweep], 72h). Use 0 only when
     /// a single process writes the catalog.
-    #[arg(long)]
+    #[arg(long, value_parser = super::duration_flag)]
     min_age: Option<String>,
     /// List the files; remove nothing.
     #[arg(long)]

@@ -25,6 +25,21 @@ use std::path::Path;
 use lethe::config::Config;
 use lethe::workspace::Workspace;
 
+/// clap's check of a duration flag (`--min-age 72h`): a duration of at most 100 years, else
+/// clap's error naming the flag (exit code 2). The flag keeps its text; commands parse it again.
+pub fn duration_flag(s: &str) -> Result<String, String> {
+    lethe_iceberg::clock::parse_duration(s)
+        .map(|_| s.to_string())
+        .map_err(|e| e.to_string())
+}
+
+/// clap's check of an instant flag (`--older-than 5d`, a day, RFC 3339), as [`duration_flag`].
+pub fn instant_flag(s: &str) -> Result<String, String> {
+    lethe_iceberg::clock::parse_instant(s, chrono::Utc::now())
+        .map(|_| s.to_string())
+        .map_err(|e| e.to_string())
+}
+
 /// Opens the workspace `lethe.toml` names.
 pub fn workspace(config: Option<&Path>) -> anyhow::Result<Workspace> {
     let c = Config::discover(config)?;

@@ -65,6 +65,10 @@ pub async fn run(c: PropertiesCommand, config: Option<&Path>) -> anyhow::Result<
             Ok(ExitCode::SUCCESS)
         }
         PropertiesCommand::Apply { json } => {
+            // Every table before any changes: one lethe may not change stops the whole run.
+            for n in wh.tables().await? {
+                wh.check_changeable(&wh.load(&n).await?)?;
+            }
             let mut all = Vec::new();
             for n in wh.tables().await? {
                 if !json {

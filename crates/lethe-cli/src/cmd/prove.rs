@@ -111,7 +111,7 @@ pub enum RegisterCommand {
         #[arg(long)]
         dry_run: bool,
         /// The sweep's minimum file age (default: governance/retention.toml [sweep]).
-        #[arg(long)]
+        #[arg(long, value_parser = super::duration_flag)]
         min_age: Option<String>,
         /// Print JSON.
         #[arg(long)]

@@ -79,7 +79,7 @@ pub struct ExtendArgs {
     /// The request.
     request: String,
     /// Months to add (1 or 2; at most 2 in all).
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=2))]
     months: u32,
     /// Why: the reason the subject is told.
     #[arg(long)]

@@ -13,9 +13,13 @@ use crate::out;
 pub enum RetentionCommand {
     /// Per rule: the first day kept, rows due and rows in the table, for a given day.
     Due {
-        /// The day the rules are applied for (YYYY-MM-DD). Never the clock.
+        /// The day the rules are applied for (YYYY-MM-DD). Never the clock; a day after today
+        /// needs --look-ahead.
         #[arg(long)]
         day: String,
+        /// Allow a day after today: what the rules will make due then (reports only).
+        #[arg(long)]
+        look_ahead: bool,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -27,12 +31,16 @@ pub enum RetentionCommand {
     /// commits nothing. The old rows stay in older snapshots until `lethe expire` and
     /// `lethe sweep` remove them.
     Apply {
-        /// The day the rules are applied for (YYYY-MM-DD). Never the clock.
+        /// The day the rules are applied for (YYYY-MM-DD). Never the clock; a day after today
+        /// is refused (a dry run may look ahead with --look-ahead).
         #[arg(long)]
         day: String,
         /// Report what would be deleted; change nothing.
         #[arg(long)]
         dry_run: bool,
+        /// With --dry-run: allow a day after today.
+        #[arg(long, requires = "dry_run")]
+        look_ahead: bool,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -43,8 +51,13 @@ pub async fn run(c: RetentionCommand, config: Option<&Path>) -> anyhow::Result<E
     let ws = super::workspace(config)?;
     let gov = ws.governance()?;
     match c {
-        RetentionCommand::Due { day, json } => {
+        RetentionCommand::Due {
+            day,
+            look_ahead,
+            json,
+        } => {
             let day = parse_day(&day)?;
+            retention::check_day(day, ws.clock.now().date_naive(), false, look_ahead)?;
             let due = retention::due(&ws.warehouse, &gov.retention, day).await?;
             if json {
                 out::json(&due)?;
@@ -71,8 +84,14 @@ pub async fn run(c: RetentionCommand, config: Option<&Path>) -> anyhow::Result<E
                 );
             }
         }
-        RetentionCommand::Apply { day, dry_run, json } => {
+        RetentionCommand::Apply {
+            day,
+            dry_run,
+            look_ahead,
+            json,
+        } => {
             let day = parse_day(&day)?;
+            retention::check_day(day, ws.clock.now().date_naive(), !dry_run, look_ahead)?;
             let applied = retention::apply(&ws.warehouse, &gov.retention, day, dry_run).await?;
             if json {
                 out::json(&applied)?;

@@ -89,3 +89,37 @@ fn crate_graph_matches_cargo_metadata() {
         }
     }
 }
+
+/// Issue 44 (item 18): nothing changes the process environment but `main` before its runtime
+/// starts. `std::env::set_var` while other threads read the environment is undefined
+/// behaviour, and tests run in parallel threads: a test passes configuration instead
+/// (`lethe::stores::open_with`). Every Rust file of the workspace is read for the calls.
+#[test]
+fn nothing_but_main_changes_the_process_environment() {
+    let root = workspace_root();
+    let allowed = root.join("crates/lethe-cli/src/main.rs");
+    // Spelled in two pieces so this file doesn't find itself.
+    let needles = [["set", "_var("].concat(), ["remove", "_var("].concat()];
+    let mut found = Vec::new();
+    let mut stack = vec![root.join("crates")];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") && p != allowed {
+                let text = std::fs::read_to_string(&p).unwrap();
+                for (i, line) in text.lines().enumerate() {
+                    let code = line.split("//").next().unwrap_or("");
+                    if needles.iter().any(|n| code.contains(n.as_str())) {
+                        found.push(format!("{}:{}", p.display(), i + 1));
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "these change the process environment: {found:#?}"
+    );
+}

@@ -482,7 +482,49 @@ async fn retention_bad_input_commits_nothing() {
             "{err}"
         );
     }
+    // Issue 44 (item 5): a count past its range names file, line and key (it panicked).
+    let huge = good.replacen("keep_days = ", "keep_days = 4000000000 # ", 1);
+    std::fs::write(&ret, &huge).unwrap();
+    let out = demo.lethe(&["retention", "apply", "--day", "2026-10-01"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let line = huge
+        .lines()
+        .position(|l| l.starts_with("keep_days = 4000000000"))
+        .unwrap()
+        + 1;
+    assert!(
+        err.contains(&format!("retention.toml:{line}: tables."))
+            && err.contains(".keep_days: 4000000000 is out of range"),
+        "{err}"
+    );
     std::fs::write(&ret, good).unwrap();
+    // Issue 44 (item 14): a day after today deletes nothing; a report looks ahead only when
+    // told to.
+    let tomorrow = (chrono::Utc::now().date_naive() + chrono::Days::new(1)).to_string();
+    for args in [
+        vec!["retention", "apply", "--day", &tomorrow],
+        vec!["retention", "apply", "--day", "2099-01-01", "--dry-run"],
+        vec!["retention", "due", "--day", "2099-01-01"],
+    ] {
+        let out = demo.lethe(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("is after today"), "{err}");
+    }
+    for args in [
+        vec![
+            "retention",
+            "apply",
+            "--day",
+            "2099-01-01",
+            "--dry-run",
+            "--look-ahead",
+        ],
+        vec!["retention", "due", "--day", "2099-01-01", "--look-ahead"],
+    ] {
+        demo.lethe_ok(&args, 0);
+    }
     let after = demo
         .ws
         .warehouse

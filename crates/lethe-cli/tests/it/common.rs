@@ -147,6 +147,51 @@ pub fn python() -> String {
     })
 }
 
+/// The Spark engine's settings, as `scripts/spark-env.sh` prints them (KEY=VALUE lines).
+/// Panics when the script can't provide Spark: without Java 17/11 (exit 3) the Spark interop
+/// tests fail, they never pass by skipping (issue 44, item 17); `scripts/test.sh` installs a
+/// JDK 17 from Debian first when none is present.
+pub fn spark_env_from_script() -> Vec<(String, String)> {
+    let script = interop_dir().join("../../scripts/spark-env.sh");
+    let out = Command::new("bash")
+        .arg(&script)
+        .output()
+        .expect("run scripts/spark-env.sh");
+    spark_vars(
+        out.status.code(),
+        &String::from_utf8_lossy(&out.stdout),
+        &String::from_utf8_lossy(&out.stderr),
+    )
+}
+
+/// The variables of spark-env.sh's output; panics, saying why, unless it exited 0.
+pub fn spark_vars(code: Option<i32>, stdout: &str, stderr: &str) -> Vec<(String, String)> {
+    match code {
+        Some(0) => stdout
+            .lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        Some(3) => panic!(
+            "Spark interop can't run: no Java 17 or 11. Run the tests with `bash scripts/test.sh` (it installs openjdk-17-jdk-headless from Debian) or install it yourself.\n{}",
+            stderr.trim()
+        ),
+        _ => panic!("scripts/spark-env.sh failed ({code:?}):\n{stderr}"),
+    }
+}
+
+/// Issue 44 (item 17): a machine without Java 17/11 (spark-env.sh exits 3) fails the Spark
+/// tests; it used to make them return early, passing.
+#[test]
+#[should_panic(expected = "Spark interop can't run: no Java 17 or 11")]
+fn spark_without_java_fails_instead_of_skipping() {
+    spark_vars(
+        Some(3),
+        "",
+        "spark-env: no Java 17 or 11 found (Spark 3.5 needs one; found: no java on PATH).",
+    );
+}
+
 /// Runs one of tests/interop/*.py against a demo; returns its JSON output.
 pub fn pyiceberg(
     demo_dir: &Path,

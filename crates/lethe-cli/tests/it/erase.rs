@@ -611,16 +611,59 @@ async fn a_blocked_table_refuses_the_whole_erasure_before_any_change() {
         "no register entry"
     );
     // A missing key is refused too (a demo without its key file).
+    let key = std::fs::read(demo.dir.join("state/register.key")).unwrap();
     std::fs::remove_file(demo.dir.join("state/register.key")).unwrap();
-    let out = demo.lethe(&[
+    let args = [
         "erase",
         "--subject",
         "learner=1",
         "--request",
         "erasure-0002",
-    ]);
+    ];
+    let out = demo.lethe(&args);
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("no register key"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    // Issue 44 (item 18): the advice is one lethe takes (lethe.toml has no [register]).
+    assert!(
+        err.contains("no register key")
+            && err.contains("LETHE_REGISTER_KEY_FILE")
+            && err.contains("register.key in the state folder")
+            && !err.contains("[register]"),
+        "{err}"
+    );
+    // Each way it names gets past the key (to the blocked tables' refusal).
+    let elsewhere = demo.tmp.path().join("my-register.key");
+    std::fs::write(&elsewhere, &key).unwrap();
+    let past_the_key = |out: std::process::Output| {
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(
+            !err.contains("no register key") && err.contains("min-snapshots-to-keep=3"),
+            "{err}"
+        );
+    };
+    past_the_key(
+        std::process::Command::new(env!("CARGO_BIN_EXE_lethe"))
+            .args(args)
+            .current_dir(&demo.dir)
+            .env_remove("LETHE_REGISTER_KEY")
+            .env("LETHE_REGISTER_KEY_FILE", &elsewhere)
+            .output()
+            .unwrap(),
+    );
+    past_the_key(
+        std::process::Command::new(env!("CARGO_BIN_EXE_lethe"))
+            .args(args)
+            .current_dir(&demo.dir)
+            .env_remove("LETHE_REGISTER_KEY_FILE")
+            .env(
+                "LETHE_REGISTER_KEY",
+                String::from_utf8(key.clone()).unwrap().trim(),
+            )
+            .output()
+            .unwrap(),
+    );
+    std::fs::write(demo.dir.join("state/register.key"), &key).unwrap();
+    past_the_key(demo.lethe(&args));
     let _ = BTreeSet::<i32>::new();
     let _ = append;
 }
@@ -1366,5 +1409,204 @@ async fn a_killed_rewrite_leaves_no_empty_file_after_resume() {
         serde_json::json!([]),
         "{}",
         scan["unreadable"]
+    );
+}
+
+/// Issue 44 (item 5): a duration or count flag out of range is an error naming the flag
+/// (exit 2), never a panic (`--min-age` of 2^63 weeks overflowed chrono) nor a wrap
+/// (`--months 4294967295` wrapped past the three-month cap). Checked before any workspace
+/// is opened, so an empty folder will do.
+#[test]
+fn flags_out_of_range_are_refused_naming_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let huge = "9223372036854775807w";
+    for (args, flag) in [
+        (
+            vec![
+                "erase",
+                "--subject",
+                "learner=1",
+                "--request",
+                "r",
+                "--min-age",
+                huge,
+            ],
+            "--min-age",
+        ),
+        (
+            vec!["erase", "--request", "r", "--min-age", "36526d"],
+            "--min-age",
+        ),
+        (vec!["sweep", "--min-age", huge], "--min-age"),
+        (vec!["drill", "--min-age", huge], "--min-age"),
+        (vec!["expire", "--older-than", huge], "--older-than"),
+        (
+            vec![
+                "request",
+                "extend",
+                "r",
+                "--months",
+                "4294967295",
+                "--reason",
+                "x",
+                "--day",
+                "2026-10-01",
+            ],
+            "--months",
+        ),
+        (
+            vec![
+                "request",
+                "extend",
+                "r",
+                "--months",
+                "3",
+                "--reason",
+                "x",
+                "--day",
+                "2026-10-01",
+            ],
+            "--months",
+        ),
+    ] {
+        let out = lethe_in(dir.path(), &args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains(flag) && !err.contains("panicked"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+/// Every file under `dir` with its size and modification time.
+fn files_with_times(dir: &Path) -> BTreeMap<std::path::PathBuf, (u64, std::time::SystemTime)> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let m = e.metadata().unwrap();
+            if m.is_dir() {
+                stack.push(e.path());
+            } else {
+                out.insert(e.path(), (m.len(), m.modified().unwrap()));
+            }
+        }
+    }
+    out
+}
+
+/// Issue 44 (item 8): after `cp -a demo copy`, the copy's catalog still names demo's files
+/// (the SQL catalog stores absolute paths). Every command run in the copy that changes tables
+/// refuses them — erase (at its preflight, before any store is touched), sweep, expire,
+/// retention, properties — and nothing under demo's warehouse is written or deleted; demo
+/// still reads. A table listed in `[tables_outside_warehouse]` at its location is allowed.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_copied_workspace_changes_nothing_of_the_originals_warehouse() {
+    let demo = Demo::new().await;
+    let parent = tempfile::tempdir().unwrap();
+    let copy = parent.path().join("copy");
+    let cp = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(&demo.dir)
+        .arg(&copy)
+        .status()
+        .unwrap();
+    assert!(cp.success());
+    let original = files_with_times(&demo.dir.join("warehouse"));
+    let copied =
+        Workspace::open(&lethe::config::Config::load(&copy.join("lethe.toml")).unwrap()).unwrap();
+    let pointers = futures_locations(&copied).await;
+    let learners = copied.warehouse.load_str("crm.learners").await.unwrap();
+    assert!(
+        learners.location().contains(&*demo.dir.to_string_lossy()),
+        "the copy's catalog names demo's files: {}",
+        learners.location()
+    );
+
+    let refused = |args: &[&str], code: i32| {
+        let out = lethe_in(&copy, args);
+        let all = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.status.code(), Some(code), "lethe {args:?}: {all}");
+        assert!(
+            all.contains("is outside the warehouse") && all.contains("nothing was changed"),
+            "lethe {args:?}: {all}"
+        );
+        all
+    };
+    let e = refused(
+        &[
+            "erase",
+            "--subject",
+            "learner=3590",
+            "--request",
+            "erasure-0001",
+            "--min-age",
+            "0s",
+        ],
+        1,
+    );
+    assert!(
+        e.contains("crm.learners") && e.contains("[tables_outside_warehouse]"),
+        "{e}"
+    );
+    refused(&["sweep", "--min-age", "0s"], 1);
+    refused(
+        &["sweep", "crm.learners", "--min-age", "0s", "--dry-run"],
+        1,
+    );
+    refused(&["expire", "crm.learners", "--older-than", "0s"], 1);
+    refused(&["retention", "apply", "--day", "2026-10-01"], 2);
+    refused(&["properties", "apply"], 2);
+    assert_eq!(
+        files_with_times(&demo.dir.join("warehouse")),
+        original,
+        "a file of demo's warehouse was written or deleted"
+    );
+    assert_eq!(
+        futures_locations(&copied).await,
+        pointers,
+        "the copy committed"
+    );
+    // The erasure stopped at its preflight: no register entry, no journal.
+    assert!(
+        !copy.join("state/register.jsonl").exists(),
+        "a register entry"
+    );
+    assert!(
+        lethe::erasure::erase::find_request(&copied, "erasure-0001")
+            .unwrap()
+            .is_none(),
+        "a journal"
+    );
+    // demo itself is whole: every table loads and reads.
+    demo.lethe_ok(&["tables"], 0);
+
+    // Listed on purpose, at its location: the copy may sweep it (a dry run here).
+    let cfg = copy.join("lethe.toml");
+    let mut text = std::fs::read_to_string(&cfg).unwrap();
+    text.push_str(&format!(
+        "\n[tables_outside_warehouse]\n\"crm.learners\" = \"{}\"\n",
+        learners.location()
+    ));
+    std::fs::write(&cfg, text).unwrap();
+    let out = lethe_in(
+        &copy,
+        &["sweep", "crm.learners", "--min-age", "0s", "--dry-run"],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    refused(
+        &["sweep", "learning.events", "--min-age", "0s", "--dry-run"],
+        1,
     );
 }

@@ -7,8 +7,8 @@
 //!
 //! PyIceberg 0.12 is the independent reader (tests/interop/prod_catalog.py), boto3 + pyarrow +
 //! fastavro the independent scan of the bucket (tests/interop/bucket_scan.py), Spark 3.5 with
-//! the Iceberg 1.10 runtime the second engine (scripts/spark_tool.py; skipped only when
-//! scripts/spark-env.sh exits 3: no Java 17/11).
+//! the Iceberg 1.10 runtime the second engine (scripts/spark_tool.py; without Java 17/11 the
+//! test fails, never skips).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -73,8 +73,49 @@ fn assert_no_secret(what: &str, text: &str) {
     );
 }
 
-/// Runs `lethe` in `dir` with `-vv` (every log line is checked for secrets), the register key
-/// variables removed, PostgreSQL's password in PGPASSWORD, and `extra` variables.
+/// The secrets a run is given on purpose, right or wrong (issue 44, item 18: a bad-credential
+/// test passes a wrong secret, and lethe must not print that either): the values of `extra`
+/// variables whose names say they hold one (an OAuth2 credential `id:secret` also by its
+/// secret part), and the password of any URI among `args`.
+fn given_secrets(args: &[&str], extra: &[(&str, &str)]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (k, v) in extra {
+        let k = k.to_ascii_uppercase();
+        if ["SECRET", "PASSWORD", "TOKEN", "CREDENTIAL", "KEY"]
+            .iter()
+            .any(|w| k.contains(w))
+        {
+            out.push(v.to_string());
+            if let Some((_, secret)) = v.split_once(':') {
+                out.push(secret.to_string());
+            }
+        }
+    }
+    for a in args {
+        if let Some((_, rest)) = a.split_once("://")
+            && let Some((userinfo, _)) = rest.split('/').next().unwrap_or("").rsplit_once('@')
+            && let Some((_, password)) = userinfo.split_once(':')
+        {
+            out.push(password.to_string());
+        }
+    }
+    out.retain(|s| s.len() >= 6);
+    out
+}
+
+/// Fails when any of `given` is in `text`.
+fn assert_not_shown(what: &str, text: &str, given: &[String]) {
+    for (i, s) in given.iter().enumerate() {
+        assert!(
+            !text.contains(s.as_str()),
+            "secret #{i} given to the run appears in {what} (value not shown)"
+        );
+    }
+}
+
+/// Runs `lethe` in `dir` with `-vv` (every log line is checked for secrets: the servers' and
+/// every one the run is given, wrong ones too), the register key variables removed,
+/// PostgreSQL's password in PGPASSWORD, and `extra` variables.
 fn lethe(dir: &Path, args: &[&str], extra: &[(&str, &str)], log: &mut String) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_lethe"));
     cmd.arg("-vv")
@@ -92,9 +133,44 @@ fn lethe(dir: &Path, args: &[&str], extra: &[(&str, &str)], log: &mut String) ->
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_no_secret(&format!("the output of lethe {args:?}"), &stdout);
     assert_no_secret(&format!("the -vv log of lethe {args:?}"), &stderr);
+    let given = given_secrets(args, extra);
+    let shown = redact_args(args);
+    assert_not_shown(&format!("the output of lethe {shown:?}"), &stdout, &given);
+    assert_not_shown(&format!("the -vv log of lethe {shown:?}"), &stderr, &given);
     log.push_str(&stdout);
     log.push_str(&stderr);
     out
+}
+
+/// `args` as a failure message may show them: a URI's password replaced.
+fn redact_args(args: &[&str]) -> Vec<String> {
+    args.iter().map(|a| lethe::config::redact_uri(a)).collect()
+}
+
+/// The wrong secrets of the bad-credential cases are found by name and by URI.
+#[test]
+fn given_secrets_are_found_by_name_and_uri() {
+    let g = given_secrets(
+        &[
+            "init",
+            "--catalog",
+            "postgresql://lethe:hunter2-not-shown@h:5432/db",
+        ],
+        &[
+            ("LETHE_REST_CREDENTIAL", "nobody:wrong-secret"),
+            ("AWS_SECRET_ACCESS_KEY", "wrong-secret-key"),
+            ("LETHE_S3_ENDPOINT", "http://127.0.0.1:1"),
+        ],
+    );
+    assert_eq!(
+        g,
+        [
+            "nobody:wrong-secret",
+            "wrong-secret",
+            "wrong-secret-key",
+            "hunter2-not-shown"
+        ]
+    );
 }
 
 /// As [`lethe`], asserting the exit code; returns stdout.
@@ -299,43 +375,22 @@ fn attestation(out: &str) -> serde_json::Value {
     serde_json::from_str(out).unwrap_or_else(|e| panic!("attest printed no JSON ({e}): {out}"))
 }
 
-/// Spark 3.5 + Iceberg 1.10 through the REST catalog and s3a, or None (with the reason
-/// printed) when scripts/spark-env.sh exits 3: no Java 17/11 here.
+/// Spark 3.5 + Iceberg 1.10 through the REST catalog and s3a. Without Java 17/11 the test
+/// fails ([`crate::common::spark_vars`]), never skips.
 struct Spark {
     python: String,
     env: Vec<(String, String)>,
 }
 
 impl Spark {
-    fn new() -> Option<Spark> {
-        let root = interop_dir().join("../..");
-        let out = Command::new("bash")
-            .arg(root.join("scripts/spark-env.sh"))
-            .output()
-            .expect("run spark-env.sh");
-        if out.status.code() == Some(3) {
-            eprintln!(
-                "Spark skipped: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-            return None;
-        }
-        assert!(
-            out.status.success(),
-            "spark-env.sh failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let env: Vec<(String, String)> = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter_map(|l| l.split_once('='))
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+    fn new() -> Spark {
+        let env = crate::common::spark_env_from_script();
         let python = env
             .iter()
             .find(|(k, _)| k == "LETHE_SPARK_PYTHON")
             .map(|(_, v)| v.clone())
             .expect("LETHE_SPARK_PYTHON");
-        Some(Spark { python, env })
+        Spark { python, env }
     }
 
     /// Runs one `batch` of commands in one session; returns one JSON value per command.
@@ -404,7 +459,8 @@ async fn the_rest_catalog_end_to_end() {
     let cow = format!("{spark_ns}.cow");
     let mor = format!("{spark_ns}.mor");
     let spark_rows = 300;
-    if let Some(s) = &spark {
+    {
+        let s = &spark;
         let made = s.batch(&[
             args(&[
                 "create-fixture",
@@ -599,7 +655,8 @@ async fn the_rest_catalog_end_to_end() {
     // erasure above already planned Spark's tables — discovery finds their learner_id columns
     // in the same catalog — and deleted the learner's rows there; this `lethe init` folder's
     // erasure runs over the same catalog again, and takes the payments the demo kept.)
-    if let Some(s) = &spark {
+    {
+        let s = &spark;
         let cfg = tmp.path().join("spark-lethe");
         let out = lethe_ok(
             tmp.path(),

@@ -472,7 +472,7 @@ references = ["ACME-DSR-17"]
 tables = ["billing.payments", "support.tickets"]
 basis = "Employment tribunal claim 2026/118: the learner's payments and tickets are evidence."
 decided_by = "legal team"
-until = "2027-03-31"
+until = "2026-10-31"
 "#;
 
 #[tokio::test(flavor = "multi_thread")]
@@ -523,7 +523,7 @@ async fn a_hold_keeps_two_tables_until_it_ends_then_the_rerun_erases_them_and_re
     let payments = "SELECT count(*) AS n FROM billing.payments WHERE learner_id = 3590";
     let paid = number(&demo, "dpo", payments);
     assert!(paid > 0);
-    demo.lethe_ok(
+    let out = demo.lethe_ok(
         &[
             "erase",
             "--request",
@@ -534,6 +534,13 @@ async fn a_hold_keeps_two_tables_until_it_ends_then_the_rerun_erases_them_and_re
             "0s",
         ],
         0,
+    );
+    // Issue 44 (item 14): the advice names no day to pass (a future --day is refused).
+    assert!(
+        out.contains("HELD billing.payments")
+            && out.contains("rerun `lethe erase --request erasure-0001`")
+            && !out.contains("--day"),
+        "{out}"
     );
     let j = lethe::erasure::erase::load_journal(&demo.ws, "erasure-0001")
         .unwrap()
@@ -554,6 +561,27 @@ async fn a_hold_keeps_two_tables_until_it_ends_then_the_rerun_erases_them_and_re
         ),
         0
     );
+    // Issue 44 (item 14): a day after today is refused before anything changes (judged on
+    // 2099-01-01 the hold would have ended, and the held tables been erased).
+    let tomorrow = (chrono::Utc::now().date_naive() + chrono::Days::new(1)).to_string();
+    let state = state_snapshot(&demo);
+    for day in [tomorrow.as_str(), "2099-01-01"] {
+        let e = bad(
+            &demo,
+            &[
+                "erase",
+                "--request",
+                "erasure-0001",
+                "--day",
+                day,
+                "--min-age",
+                "0s",
+            ],
+        );
+        assert!(e.contains(&format!("--day {day} is after today")), "{e}");
+    }
+    assert_eq!(number(&demo, "dpo", payments), paid);
+    assert_eq!(state_snapshot(&demo), state);
     // The manifest: HELD for those two with the basis, the refusal in words; not COMPLETE.
     let a: Value =
         serde_json::from_str(&demo.lethe_ok(&["attest", "--request", "erasure-0001", "--json"], 1))
@@ -601,7 +629,7 @@ async fn a_hold_keeps_two_tables_until_it_ends_then_the_rerun_erases_them_and_re
     assert_eq!(held, vec!["billing.payments", "support.tickets"]);
     let refusal = m["refusal"].as_str().unwrap();
     assert!(
-        refusal.contains("refused in part") && refusal.contains("until 2027-03-31"),
+        refusal.contains("refused in part") && refusal.contains("until 2026-10-31"),
         "{refusal}"
     );
     let first = m["certifications"][0]["at"].as_str().unwrap().to_string();
@@ -626,7 +654,7 @@ async fn a_hold_keeps_two_tables_until_it_ends_then_the_rerun_erases_them_and_re
             "--request",
             "erasure-0001",
             "--day",
-            "2027-03-31",
+            "2026-10-31",
             "--min-age",
             "0s",
         ],
@@ -640,7 +668,7 @@ async fn a_hold_keeps_two_tables_until_it_ends_then_the_rerun_erases_them_and_re
             "--request",
             "erasure-0001",
             "--day",
-            "2027-04-01",
+            "2026-11-01",
             "--min-age",
             "0s",
         ],
@@ -674,7 +702,7 @@ async fn a_hold_keeps_two_tables_until_it_ends_then_the_rerun_erases_them_and_re
             .as_array()
             .unwrap()
             .iter()
-            .all(|h| h["released_on"] == "2027-04-01")
+            .all(|h| h["released_on"] == "2026-11-01")
     );
     assert!(m["refusal"].is_null());
 }
@@ -948,7 +976,7 @@ tables = ["support.tickets"]
 stores = ["helpdesk"]
 basis = "Regulator's audit of the helpdesk contract: its records are kept until the audit closes."
 decided_by = "legal team"
-until = "2027-03-31"
+until = "2026-10-31"
 "#;
     let holds = demo.dir.join("governance/holds.toml");
     let erase = |day: &str, code: i32| {
@@ -1024,7 +1052,7 @@ until = "2027-03-31"
         .unwrap();
     assert!(
         helpdesk["state"].as_str().unwrap().starts_with(
-            "HELD under legal hold `vendor-audit` until 2027-03-31: Regulator's audit"
+            "HELD under legal hold `vendor-audit` until 2026-10-31: Regulator's audit"
         ),
         "{helpdesk}"
     );
@@ -1057,7 +1085,7 @@ until = "2027-03-31"
     );
 
     // The day after the hold ends, the rerun deletes and probes what was held.
-    erase("2027-04-01", 0);
+    erase("2026-11-01", 0);
     assert!(!vendor.knows(&email));
     assert_eq!(number(&demo, "dpo", tickets), 0);
     demo.lethe_ok(&["demo", "rebuild-index"], 0);
@@ -1073,7 +1101,7 @@ until = "2027-03-31"
             .as_array()
             .unwrap()
             .iter()
-            .all(|h| h["released_on"] == "2027-04-01"),
+            .all(|h| h["released_on"] == "2026-11-01"),
         "{m:#}"
     );
     let certs = m["certifications"].as_array().unwrap();

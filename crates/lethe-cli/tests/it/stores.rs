@@ -1569,8 +1569,9 @@ async fn random_id_types_in_postgres_are_probed_and_deleted_exactly() {
         "numeric(12,2)",
     ];
     let var = "LETHE_TEST_RANDOM_STORES_PG";
-    // SAFETY: a variable of this test's own name, set before the stores read it.
-    unsafe { std::env::set_var(var, &uri) };
+    // The URI reaches the store as configuration, never through the process environment
+    // (changing it while other tests' threads read it is undefined behaviour).
+    let vars = |name: &str| (name == var).then(|| uri.clone());
     for round in 0..4 {
         let mut tables = Vec::new();
         let mut types = Vec::new();
@@ -1607,8 +1608,13 @@ async fn random_id_types_in_postgres_are_probed_and_deleted_exactly() {
         }
         std::fs::write(dir.path().join("stores.toml"), toml).unwrap();
         let reg = lethe::stores::registry::load(dir.path()).unwrap();
-        let store =
-            lethe::stores::open(dir.path(), "random_db", &reg.value.stores["random_db"]).unwrap();
+        let store = lethe::stores::open_with(
+            dir.path(),
+            "random_db",
+            &reg.value.stores["random_db"],
+            &vars,
+        )
+        .unwrap();
         let truth = async |c: &tokio_postgres::Client| {
             let mut out = Truth::new();
             for t in &tables {

@@ -710,47 +710,21 @@ async fn a_variant_column_is_the_reason_its_step_is_unresolved() {
     assert_eq!(raw_pointers(wh).await, pointers, "no table changed");
 }
 
-/// Spark's environment (`scripts/spark-env.sh`), or None (with the reason printed) when the
-/// machine has no Java 17/11: the only case these tests skip.
-pub(crate) fn spark_env() -> Option<Vec<(String, String)>> {
-    if let Ok(why) = std::env::var("LETHE_SPARK_SKIP") {
-        eprintln!("SKIPPED: Spark interop ({why})");
-        return None;
-    }
+/// Spark's environment: the variables `scripts/test.sh` exported, else `scripts/spark-env.sh`'s
+/// output. Without Java 17/11 the test fails ([`crate::common::spark_vars`]), never skips.
+pub(crate) fn spark_env() -> Vec<(String, String)> {
     let keys = [
         "LETHE_SPARK_PYTHON",
         "LETHE_SPARK_JAVA_HOME",
         "LETHE_SPARK_JARS",
     ];
     if keys.iter().all(|k| std::env::var(k).is_ok()) {
-        return Some(
-            keys.iter()
-                .map(|k| (k.to_string(), std::env::var(k).unwrap()))
-                .collect(),
-        );
+        return keys
+            .iter()
+            .map(|k| (k.to_string(), std::env::var(k).unwrap()))
+            .collect();
     }
-    let script = interop_dir().join("../../scripts/spark-env.sh");
-    let out = Command::new("bash").arg(&script).output().expect("bash");
-    match out.status.code() {
-        Some(0) => Some(
-            String::from_utf8_lossy(&out.stdout)
-                .lines()
-                .filter_map(|l| l.split_once('='))
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        ),
-        Some(3) => {
-            eprintln!(
-                "SKIPPED: Spark interop: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-            None
-        }
-        _ => panic!(
-            "scripts/spark-env.sh failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    }
+    crate::common::spark_env_from_script()
 }
 
 /// Runs `commands` (argument lists without the catalog options) in one Spark session against
@@ -859,7 +833,7 @@ learner_id = { classification = "internal", identifies = "learner" }
 /// `_last_updated_sequence_number` Spark gave it — read back through Spark and through lethe.
 #[tokio::test(flavor = "multi_thread")]
 async fn spark_deletion_vectors_are_erased_and_row_ids_stay() {
-    let Some(env) = spark_env() else { return };
+    let env = spark_env();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("ws");
     let ws = init_workspace(

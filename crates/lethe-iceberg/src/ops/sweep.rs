@@ -12,7 +12,9 @@
 //! `/x`; `s3://`, `s3a://`, `s3n://` in the warehouse's bucket); when a referenced location's
 //! form can't be matched to the store, the sweep refuses to delete anything in that table.
 //! Files under another table's location nested inside this one are left alone. The listing
-//! streams: a prefix of millions of objects is walked, never held.
+//! streams: a prefix of millions of objects is walked, never held. A table whose location is
+//! outside the warehouse root (unless listed there on purpose) is refused before anything is
+//! listed ([`Warehouse::check_changeable`]): the sweep never deletes outside the warehouse.
 //!
 //! In a versioned bucket a removed file survives as a noncurrent version; [`purge_versions`]
 //! deletes, by version id, those of the files an erasure removed (and their delete markers)
@@ -143,6 +145,8 @@ pub async fn sweep_among(
     tables: &TableLocations,
 ) -> Result<SweepReport> {
     let table = wh.load(name).await?;
+    // Never list, let alone delete, under a location outside the warehouse.
+    wh.check_changeable(&table)?;
     crate::ops::expire::check_gc(&table)?;
     let refs = referenced(wh, &table).await.map_err(|e| {
         Error::Refused(format!(
@@ -284,6 +288,7 @@ pub async fn purge_versions(
     tables: &TableLocations,
 ) -> Result<PurgeReport> {
     let table = wh.load(name).await?;
+    wh.check_changeable(&table)?;
     let root = format!("{}/", wh.store.normalize(table.location())?);
     let nested = tables.nested_in(name, &root);
     let mine = |location: &str| !nested.iter().any(|n| location.starts_with(n));

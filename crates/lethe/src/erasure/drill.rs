@@ -138,6 +138,8 @@ pub async fn drill(
     progress: &(dyn Fn(&str) + Sync),
 ) -> Result<DrillReport> {
     let started = Instant::now();
+    // Before anything is seeded: the erasure would refuse a future day after the seeding.
+    crate::erasure::holds::judging_day(ws, opts.day)?;
     let gov = ws.governance()?;
     let subject = gov.subjects.get(subject_name)?.clone();
     let range = subject.drill.clone().ok_or_else(|| {

@@ -124,6 +124,21 @@ pub fn day_or_today(ws: &Workspace, day: Option<NaiveDate>) -> NaiveDate {
     day.unwrap_or_else(|| ws.clock.now().date_naive())
 }
 
+/// The day an erasure judges holds on ([`day_or_today`]), refusing a day after today by the
+/// workspace's clock (UTC): a hold is judged ended once the day is past its `until`, so a
+/// future day (`--day 2099-01-01`) would erase what a hold still preserves. A past day is
+/// allowed: it can only find more holds in force, never fewer.
+pub fn judging_day(ws: &Workspace, day: Option<NaiveDate>) -> Result<NaiveDate> {
+    let today = ws.clock.now().date_naive();
+    match day {
+        Some(d) if d > today => Err(Error::invalid(format!(
+            "--day {d} is after today ({today}, UTC): legal holds are judged on a day that has come, never a future one; nothing was changed"
+        ))),
+        Some(d) => Ok(d),
+        None => Ok(today),
+    }
+}
+
 /// What legal holds keep in `table`: the selection (column IN values) of every held step of
 /// every erasure. A loader that replaces the table's contents (a nightly reload from a source
 /// the erasure cleared) must keep these rows as the table has them, or the reload would

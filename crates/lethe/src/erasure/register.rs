@@ -2,8 +2,8 @@
 //! root identifier — nothing else.
 //!
 //! The hash is HMAC-SHA256 over `<subject name>:<id>` under the register key, which comes
-//! from `LETHE_REGISTER_KEY` or the file `LETHE_REGISTER_KEY_FILE` names (or `[register]
-//! key_file` in lethe.toml) and lives in a `secrecy` type: it never appears in logs, errors,
+//! from `LETHE_REGISTER_KEY`, the file `LETHE_REGISTER_KEY_FILE` names, or `register.key` in
+//! the state folder, and lives in a `secrecy` type: it never appears in logs, errors,
 //! Debug output or evidence. Whoever holds the key can hash every ID and find whom the register
 //! names, so it is a different secret from the query layer's pseudonym key.
 //!
@@ -57,7 +57,7 @@ impl RegisterKey {
         match SOURCE.load(fallback_file.map(Path::to_path_buf))? {
             Some(key) => Ok(RegisterKey(key)),
             None => Err(Error::Refused(format!(
-                "no register key: set {KEY_ENV} or {KEY_FILE_ENV} (or [register] key_file in lethe.toml); lethe won't erase without writing the register"
+                "no register key: set {KEY_ENV} to the key (16 bytes or more, e.g. the output of `openssl rand -hex 32`), or {KEY_FILE_ENV} to a file that holds it, or keep it as register.key in the state folder (lethe.toml's [paths] state, default state/); lethe won't erase without writing the register"
             ))),
         }
     }

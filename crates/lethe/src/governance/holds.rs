@@ -92,16 +92,26 @@ pub struct Applying<'a> {
 }
 
 impl HoldsFile {
-    /// Loads and checks the file; a missing file holds nothing.
+    /// Loads and checks the file; a missing file holds nothing. See [`HoldsFile::parse`].
     pub fn load(path: &Path) -> Result<HoldsFile> {
-        let f: HoldsFile = if path.exists() {
-            tomlfile::load(path)?
-        } else {
-            TomlFile {
+        if !path.exists() {
+            return Ok(TomlFile {
                 path: path.to_path_buf(),
                 text: String::new(),
                 value: HoldsDoc::default(),
-            }
+            });
+        }
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| crate::Error::io(path.display().to_string(), e))?;
+        HoldsFile::parse(path, &text)
+    }
+
+    /// Parses and checks the text of the file at `path` (errors name file, line and key).
+    pub fn parse(path: &Path, text: &str) -> Result<HoldsFile> {
+        let f = TomlFile {
+            path: path.to_path_buf(),
+            text: text.to_string(),
+            value: tomlfile::parse::<HoldsDoc>(path, text)?,
         };
         for (name, h) in &f.value.holds {
             let key = format!("holds.\"{name}\"");

@@ -199,6 +199,15 @@ impl MetadataFile {
         tomlfile::load(path)
     }
 
+    /// Parses the text of the file at `path` (errors name file, line and key).
+    pub fn parse(path: &Path, text: &str) -> Result<MetadataFile> {
+        Ok(TomlFile {
+            path: path.to_path_buf(),
+            text: text.to_string(),
+            value: tomlfile::parse(path, text)?,
+        })
+    }
+
     /// A table's metadata.
     pub fn table(&self, table: &str) -> Option<&TableMeta> {
         self.value.tables.get(table)

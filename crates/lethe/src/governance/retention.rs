@@ -262,19 +262,37 @@ pub struct Retention {
 /// `retention.toml`, loaded.
 pub type RetentionFile = TomlFile<Retention>;
 
+/// The most days a rule keeps rows, and the most hours of the snapshot and sweep settings:
+/// 100 years ([`lethe_iceberg::clock::MAX_DAYS`]). Past it a cutoff leaves the calendar and an
+/// age in milliseconds leaves the integers.
+pub const MAX_DAYS: i64 = lethe_iceberg::clock::MAX_DAYS;
+
 impl RetentionFile {
-    /// Loads and checks the file on its own (no catalog needed): every exception has a reason
-    /// and a role, and is for a table a rule ends; the statistics mode is `none` or `counts`.
+    /// Loads and checks the file on its own (no catalog needed); a missing file is empty. See
+    /// [`RetentionFile::parse`].
     pub fn load(path: &Path) -> Result<RetentionFile> {
-        let f: RetentionFile = if path.exists() {
-            tomlfile::load(path)?
-        } else {
-            TomlFile {
+        if !path.exists() {
+            return Ok(TomlFile {
                 path: path.to_path_buf(),
                 text: String::new(),
                 value: Retention::default(),
-            }
+            });
+        }
+        let text =
+            std::fs::read_to_string(path).map_err(|e| Error::io(path.display().to_string(), e))?;
+        RetentionFile::parse(path, &text)
+    }
+
+    /// Parses and checks the text of the file at `path`: every exception has a reason and a
+    /// role, and is for a table a rule ends; the statistics mode is `none` or `counts`; every
+    /// count of days and hours is within range ([`MAX_DAYS`]). Errors name file, line and key.
+    pub fn parse(path: &Path, text: &str) -> Result<RetentionFile> {
+        let f = TomlFile {
+            path: path.to_path_buf(),
+            text: text.to_string(),
+            value: tomlfile::parse::<Retention>(path, text)?,
         };
+        f.check_ranges()?;
         for (table, ex) in &f.value.erasure.exceptions {
             let key = format!("erasure.exceptions.\"{table}\"");
             if ex.reason.trim().is_empty() {
@@ -341,16 +359,69 @@ impl RetentionFile {
         Duration::seconds(self.value.snapshots.grace_seconds.min(MAX_GRACE_SECONDS) as i64)
     }
 
-    /// The minimum age of a file before a sweep may remove it.
+    /// Every count of days, hours and snapshots within its range.
+    fn check_ranges(&self) -> Result<()> {
+        let hours = MAX_DAYS as u64 * 24;
+        for (table, rule) in &self.value.tables {
+            if i64::from(rule.keep_days) > MAX_DAYS {
+                return Err(self.error_at(
+                    &format!("tables.\"{table}\".keep_days"),
+                    format!(
+                        "{} is out of range: at most {MAX_DAYS} days (100 years)",
+                        rule.keep_days
+                    ),
+                ));
+            }
+        }
+        let s = &self.value.snapshots;
+        if s.max_snapshot_age_hours > hours {
+            return Err(self.error_at(
+                "snapshots.max_snapshot_age_hours",
+                format!(
+                    "{} is out of range: at most {hours} hours (100 years)",
+                    s.max_snapshot_age_hours
+                ),
+            ));
+        }
+        if s.min_snapshots_to_keep == 0 || s.min_snapshots_to_keep > i32::MAX as u32 {
+            return Err(self.error_at(
+                "snapshots.min_snapshots_to_keep",
+                format!(
+                    "{} is out of range: between 1 and {} (Iceberg reads it as an int)",
+                    s.min_snapshots_to_keep,
+                    i32::MAX
+                ),
+            ));
+        }
+        if self.value.sweep.min_file_age_hours > hours {
+            return Err(self.error_at(
+                "sweep.min_file_age_hours",
+                format!(
+                    "{} is out of range: at most {hours} hours (100 years)",
+                    self.value.sweep.min_file_age_hours
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The minimum age of a file before a sweep may remove it (in range: checked at load; a
+    /// value built past [`MAX_DAYS`] is held at it, never wrapped to a negative age).
     pub fn min_file_age(&self) -> Duration {
-        Duration::hours(self.value.sweep.min_file_age_hours as i64)
+        let hours = i64::try_from(self.value.sweep.min_file_age_hours)
+            .unwrap_or(i64::MAX)
+            .min(MAX_DAYS * 24);
+        Duration::hours(hours)
     }
 }
 
 impl Rule {
     /// The first day kept on `day`: rows counted from before it are due.
     pub fn cutoff(&self, day: NaiveDate) -> NaiveDate {
-        day - Duration::days(self.keep_days as i64)
+        // keep_days is at most MAX_DAYS (checked at load); held there for rules built by hand.
+        let days = i64::from(self.keep_days).min(MAX_DAYS);
+        day.checked_sub_signed(Duration::days(days))
+            .unwrap_or(NaiveDate::MIN)
     }
 
     /// The predicate selecting the rows due on `day`.
@@ -428,6 +499,46 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("statistics.protected"), "{e}");
+    }
+
+    /// Issue 44 (item 5): counts past their range are refused with file, line and key, never a
+    /// panic, and never a negative minimum file age.
+    #[test]
+    fn numbers_out_of_range_are_refused_with_their_line() {
+        let cases = [
+            (
+                "[tables.\"a.b\"]\ncounted_from = \"d\"\nkeep_days = 4000000000\n",
+                "retention.toml:3: tables.\"a.b\".keep_days: 4000000000 is out of range",
+            ),
+            (
+                "[snapshots]\nmax_snapshot_age_hours = 18446744073709551615\nmin_snapshots_to_keep = 1\n",
+                "retention.toml:2: snapshots.max_snapshot_age_hours:",
+            ),
+            (
+                "[snapshots]\nmax_snapshot_age_hours = 1\nmin_snapshots_to_keep = 4294967295\n",
+                "retention.toml:3: snapshots.min_snapshots_to_keep:",
+            ),
+            (
+                "[snapshots]\nmax_snapshot_age_hours = 1\nmin_snapshots_to_keep = 0\n",
+                "retention.toml:3: snapshots.min_snapshots_to_keep:",
+            ),
+            (
+                "[sweep]\nmin_file_age_hours = 9223372036854775808\n",
+                "retention.toml:2: sweep.min_file_age_hours: 9223372036854775808 is out of range",
+            ),
+        ];
+        for (text, want) in cases {
+            let e = load(text).unwrap_err().to_string();
+            assert!(e.contains(want), "{e}");
+        }
+        let f = load("[sweep]\nmin_file_age_hours = 876600\n").unwrap();
+        assert_eq!(f.min_file_age(), Duration::hours(876_600));
+        let far = Rule {
+            keep_days: u32::MAX,
+            counted_from: "d".into(),
+            only_when: None,
+        };
+        assert!(far.cutoff(parse_day("2026-10-01").unwrap()) < parse_day("1927-01-01").unwrap());
     }
 
     #[test]

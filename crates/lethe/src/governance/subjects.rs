@@ -119,17 +119,32 @@ pub fn split_column(s: &str) -> Result<(String, String)> {
 /// `subjects.toml`, loaded.
 pub type SubjectsFile = TomlFile<BTreeMap<String, Subject>>;
 
+/// The longest a drill's step may be budgeted: a week, in seconds.
+pub const MAX_STEP_BUDGET_SECONDS: f64 = 7.0 * 86_400.0;
+
 impl SubjectsFile {
-    /// Loads and checks the file; a missing file has no subjects.
+    /// Loads and checks the file; a missing file has no subjects. See [`SubjectsFile::parse`].
     pub fn load(path: &Path) -> Result<SubjectsFile> {
-        let f: SubjectsFile = if path.exists() {
-            tomlfile::load(path)?
-        } else {
-            TomlFile {
+        if !path.exists() {
+            return Ok(TomlFile {
                 path: path.to_path_buf(),
                 text: String::new(),
                 value: BTreeMap::new(),
-            }
+            });
+        }
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| crate::Error::io(path.display().to_string(), e))?;
+        SubjectsFile::parse(path, &text)
+    }
+
+    /// Parses and checks the text of the file at `path`: every subject has identifier columns
+    /// written `namespace.table.column`; a drill's range is `0 <= from <= to` and its step
+    /// budget a number of seconds between 0 and a week. Errors name file, line and key.
+    pub fn parse(path: &Path, text: &str) -> Result<SubjectsFile> {
+        let f = TomlFile {
+            path: path.to_path_buf(),
+            text: text.to_string(),
+            value: tomlfile::parse::<BTreeMap<String, Subject>>(path, text)?,
         };
         for (name, s) in &f.value {
             if s.identifiers.is_empty() {
@@ -138,13 +153,22 @@ impl SubjectsFile {
                     "a subject needs at least one identifier column",
                 ));
             }
-            if let Some(d) = &s.drill
-                && (d.from > d.to || d.from < 0)
-            {
-                return Err(f.error_at(
-                    &format!("{name}.drill"),
-                    "the drill's range needs 0 <= from <= to",
-                ));
+            if let Some(d) = &s.drill {
+                if d.from > d.to || d.from < 0 {
+                    return Err(f.error_at(
+                        &format!("{name}.drill"),
+                        "the drill's range needs 0 <= from <= to",
+                    ));
+                }
+                let b = d.step_budget_seconds;
+                if !(b > 0.0 && b <= MAX_STEP_BUDGET_SECONDS) {
+                    return Err(f.error_at(
+                        &format!("{name}.drill.step_budget_seconds"),
+                        format!(
+                            "{b} is out of range: more than 0 and at most {MAX_STEP_BUDGET_SECONDS} seconds (a week)"
+                        ),
+                    ));
+                }
             }
             for (i, id) in s.identifiers.iter().enumerate() {
                 split_column(id).map_err(|e| {
@@ -195,6 +219,31 @@ impl SubjectRef {
             _ => Err(Error::invalid(
                 "a subject is written NAME=ID, e.g. --subject learner=3590".to_string(),
             )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = "[learner]\nidentifiers = [\"crm.learners.learner_id\"]\n[learner.drill]\nfrom = 900000\nto = 900099\n";
+
+    /// Issue 44 (item 5): a drill budget that is not a number of seconds in range (NaN never
+    /// fails a comparison, so the budget check would go quiet) is refused with its line.
+    #[test]
+    fn a_drill_budget_out_of_range_is_refused_with_its_line() {
+        let p = Path::new("governance/subjects.toml");
+        assert!(SubjectsFile::parse(p, BASE).is_ok());
+        for v in ["nan", "-1.0", "0.0", "inf", "1e300"] {
+            let e = SubjectsFile::parse(p, &format!("{BASE}step_budget_seconds = {v}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.starts_with("governance/subjects.toml:6: learner.drill.step_budget_seconds: ")
+                    && e.contains("out of range"),
+                "{v}: {e}"
+            );
         }
     }
 }

@@ -48,6 +48,27 @@ pub struct RuleApplied {
     pub snapshot_id: Option<i64>,
 }
 
+/// Checks the day retention runs for against `today` (the caller's clock): a day after today
+/// is refused for `apply`, which would delete rows before their rule ends; a report (`due`,
+/// or `apply` as a dry run) may look ahead when `look_ahead` says so explicitly. The rules
+/// still take the day they are given, never the clock.
+pub fn check_day(day: NaiveDate, today: NaiveDate, changes: bool, look_ahead: bool) -> Result<()> {
+    if day <= today {
+        return Ok(());
+    }
+    if changes {
+        return Err(crate::Error::invalid(format!(
+            "--day {day} is after today ({today}, UTC): applying retention for a future day would delete rows before their rule ends; nothing was changed (a dry run may look ahead: --dry-run --look-ahead)"
+        )));
+    }
+    if !look_ahead {
+        return Err(crate::Error::invalid(format!(
+            "--day {day} is after today ({today}, UTC): pass --look-ahead to report what the rules make due on a future day"
+        )));
+    }
+    Ok(())
+}
+
 /// Describes a rule in words.
 pub fn describe(rule: &Rule) -> String {
     let mut s = format!("kept {} days from {}", rule.keep_days, rule.counted_from);
@@ -150,6 +171,12 @@ pub async fn apply(
     dry: bool,
 ) -> Result<Vec<RuleApplied>> {
     check_rules(wh, file).await?;
+    if !dry {
+        // Every table before any rule commits: one lethe may not change stops the whole run.
+        for table in file.value.tables.keys() {
+            wh.check_changeable(&wh.load(&TableName::parse(table)?).await?)?;
+        }
+    }
     let mut out = Vec::new();
     for (table, rule) in &file.value.tables {
         let name = TableName::parse(table)?;

@@ -14,8 +14,9 @@ pub const MAX_EXTENSION_MONTHS: u32 = 2;
 /// day of the month `1 + extension` months later, or that month's last day when it is shorter
 /// (received 31 January: due 28 or 29 February).
 pub fn due(received: NaiveDate, extension: u32) -> Result<NaiveDate> {
-    received
-        .checked_add_months(Months::new(MONTHS_ALLOWED + extension))
+    MONTHS_ALLOWED
+        .checked_add(extension)
+        .and_then(|m| received.checked_add_months(Months::new(m)))
         .ok_or_else(|| Error::invalid(format!("{received} + {extension} month(s) is out of range")))
 }
 
@@ -36,6 +37,7 @@ mod tests {
         assert_eq!(due(d("2026-01-31"), 0).unwrap(), d("2026-02-28"));
         assert_eq!(due(d("2028-01-31"), 0).unwrap(), d("2028-02-29"));
         assert_eq!(due(d("2026-09-01"), 2).unwrap(), d("2026-12-01"));
+        assert!(due(d("2026-09-01"), u32::MAX).is_err(), "no wrap past u32");
     }
 
     #[test]

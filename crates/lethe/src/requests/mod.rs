@@ -244,7 +244,9 @@ impl Request {
 
     /// Months of extension granted so far.
     pub fn extended_months(&self) -> u32 {
-        self.extensions.iter().map(|e| e.months).sum()
+        self.extensions
+            .iter()
+            .fold(0u32, |sum, e| sum.saturating_add(e.months))
     }
 
     /// Days left on `day` (negative when overdue).
@@ -284,7 +286,8 @@ impl Request {
         if months == 0 {
             return Err(Error::invalid("an extension adds at least one month"));
         }
-        let total = self.extended_months() + months;
+        // Checked: a huge `months` must not wrap past the cap.
+        let total = self.extended_months().saturating_add(months);
         if total > deadline::MAX_EXTENSION_MONTHS {
             return Err(Error::invalid(format!(
                 "request {} is already extended by {} month(s): at most {} more months in all (three months from receipt, GDPR Art. 12(3)); {} would make {total}",
@@ -529,6 +532,23 @@ mod tests {
         assert!(e.contains("at most 2 more months"), "{e}");
         assert_eq!(r, before);
         assert_eq!(r.due, d("2026-12-01"));
+    }
+
+    /// Issue 44 (item 5): `--months 4294967295` wrapped past the cap (1 + u32::MAX = 0).
+    #[test]
+    fn a_huge_extension_does_not_wrap_past_the_cap() {
+        let mut r = req(Kind::Erasure);
+        r.extend(1, "complex", d("2026-09-02")).unwrap();
+        let before = r.clone();
+        let e = r
+            .extend(u32::MAX, "forever", d("2026-09-03"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("at most 2 more months"), "{e}");
+        assert_eq!(r, before);
+        let mut fresh = req(Kind::Erasure);
+        assert!(fresh.extend(u32::MAX, "forever", d("2026-09-03")).is_err());
+        assert_eq!(fresh.due, d("2026-10-01"));
     }
 
     #[test]

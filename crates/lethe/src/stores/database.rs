@@ -38,14 +38,20 @@ pub struct DatabaseStore {
 }
 
 impl DatabaseStore {
-    /// From a registered `database` store.
-    pub fn open(root: &Path, name: &str, c: &StoreConfig) -> Result<DatabaseStore> {
+    /// From a registered `database` store, its `url_env` read through `vars`.
+    pub fn open(
+        root: &Path,
+        name: &str,
+        c: &StoreConfig,
+        vars: super::Vars<'_>,
+    ) -> Result<DatabaseStore> {
         let target = Target::from_config(
             name,
             root,
             c.engine.as_deref(),
             c.path.as_deref(),
             c.url_env.as_deref(),
+            vars,
         )?;
         let tables = c
             .tables
@@ -267,7 +273,13 @@ mod tests {
         )
         .unwrap();
         let r = registry::load(dir).unwrap();
-        DatabaseStore::open(dir, "app", &r.value.stores["app"]).unwrap()
+        DatabaseStore::open(
+            dir,
+            "app",
+            &r.value.stores["app"],
+            &crate::stores::process_env,
+        )
+        .unwrap()
     }
 
     fn subject(id: &str) -> StoreSubject {
@@ -314,9 +326,10 @@ mod tests {
         )
         .unwrap();
         let r = registry::load(dir.path()).unwrap();
-        // SAFETY: a variable of this test's own name, set before any thread reads it.
-        unsafe { std::env::set_var(&var, &uri) };
-        let s = DatabaseStore::open(dir.path(), "app", &r.value.stores["app"]).unwrap();
+        // The URI reaches the store as configuration (setting the process environment inside
+        // a parallel test would be undefined behaviour).
+        let vars = |name: &str| (name == var).then(|| uri.clone());
+        let s = DatabaseStore::open(dir.path(), "app", &r.value.stores["app"], &vars).unwrap();
         assert!(
             !format!("{s:?}").contains("postgresql://"),
             "the URI never shows"

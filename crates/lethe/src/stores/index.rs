@@ -33,8 +33,13 @@ pub struct IndexStore {
 }
 
 impl IndexStore {
-    /// From a registered `index` store.
-    pub fn open(root: &Path, name: &str, c: &StoreConfig) -> Result<IndexStore> {
+    /// From a registered `index` store, its `url_env` read through `vars`.
+    pub fn open(
+        root: &Path,
+        name: &str,
+        c: &StoreConfig,
+        vars: super::Vars<'_>,
+    ) -> Result<IndexStore> {
         Ok(IndexStore {
             name: name.to_string(),
             target: Target::from_config(
@@ -43,6 +48,7 @@ impl IndexStore {
                 c.engine.as_deref(),
                 c.path.as_deref(),
                 c.url_env.as_deref(),
+                vars,
             )?,
             table: c.table.clone().unwrap_or_default(),
             field: c.subject_field.clone().unwrap_or_default(),

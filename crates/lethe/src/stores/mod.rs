@@ -202,9 +202,29 @@ pub trait Store: Send + Sync {
 /// Opens the connector of a registered store. `root` is the folder relative paths are
 /// resolved against (lethe.toml's).
 pub fn open(root: &Path, name: &str, config: &StoreConfig) -> Result<Box<dyn Store>> {
+    open_with(root, name, config, &process_env)
+}
+
+/// Where a store reads the environment variables its configuration names (`url_env`): the
+/// process environment ([`process_env`]) in lethe, a map in tests (changing the process
+/// environment while other threads read it is undefined behaviour).
+pub type Vars<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// A variable of the process environment (unset or not Unicode: `None`).
+pub fn process_env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+/// [`open`], a database or index store reading its `url_env` through `vars`.
+pub fn open_with(
+    root: &Path,
+    name: &str,
+    config: &StoreConfig,
+    vars: Vars<'_>,
+) -> Result<Box<dyn Store>> {
     Ok(match config.kind {
-        StoreKind::Database => Box::new(database::DatabaseStore::open(root, name, config)?),
-        StoreKind::Index => Box::new(index::IndexStore::open(root, name, config)?),
+        StoreKind::Database => Box::new(database::DatabaseStore::open(root, name, config, vars)?),
+        StoreKind::Index => Box::new(index::IndexStore::open(root, name, config, vars)?),
         StoreKind::Git => Box::new(git::GitStore::open(root, name, config)?),
         StoreKind::Http => Box::new(http::HttpStore::open(name, config)?),
         StoreKind::Files => Box::new(files::FilesStore::open(root, name, config)?),

@@ -315,21 +315,49 @@ pub enum Period {
 }
 
 impl Period {
-    /// Parses `35 days`, `6 weeks`, `12 months`, `7 years` (singular too).
+    /// The longest period: 100 years (as many days, or 1,200 months).
+    pub const MAX_DAYS: u64 = lethe_iceberg::clock::MAX_DAYS as u64;
+
+    /// Parses `35 days`, `6 weeks`, `12 months`, `7 years` (singular too); `None` for anything
+    /// else, a period longer than 100 years included (see [`Period::check`] for why).
     pub fn parse(s: &str) -> Option<Period> {
+        Period::check(s).ok()
+    }
+
+    /// Parses a period as [`Period::parse`], saying what is wrong when it isn't one: not a
+    /// period at all, or longer than 100 years ([`Period::MAX_DAYS`]; `3000000000000000000
+    /// weeks` overflowed the days' count).
+    pub fn check(s: &str) -> std::result::Result<Period, String> {
+        let not =
+            || format!("`{s}` is not a period: write \"none\" or e.g. \"35 days\", \"6 months\"");
+        let long = || format!("`{s}` is out of range: at most 100 years");
         let mut it = s.split_whitespace();
-        let n: u64 = it.next()?.parse().ok()?;
-        let unit = it.next()?.trim_end_matches('s');
-        if it.next().is_some() {
-            return None;
+        let num = it.next().ok_or_else(not)?;
+        let unit = it.next().ok_or_else(not)?.trim_end_matches('s');
+        if it.next().is_some() || num.is_empty() || !num.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(not());
         }
-        Some(match unit {
-            "day" => Period::Days(n),
-            "week" => Period::Days(n * 7),
-            "month" => Period::Months(u32::try_from(n).ok()?),
-            "year" => Period::Months(u32::try_from(n.checked_mul(12)?).ok()?),
-            _ => return None,
-        })
+        // Digits only: a parse error is a number past u64.
+        let n: u64 = num.parse().map_err(|_| long())?;
+        let (per, months) = match unit {
+            "day" => (1, false),
+            "week" => (7, false),
+            "month" => (1, true),
+            "year" => (12, true),
+            _ => return Err(not()),
+        };
+        let n = n.checked_mul(per).ok_or_else(long)?;
+        if months {
+            if n > Period::MAX_DAYS / 365 * 12 {
+                return Err(long());
+            }
+            Ok(Period::Months(n as u32))
+        } else {
+            if n > Period::MAX_DAYS {
+                return Err(long());
+            }
+            Ok(Period::Days(n))
+        }
     }
 
     /// The day this period after `from` ends.
@@ -474,14 +502,24 @@ impl StoreConfig {
 /// Loads and checks `stores.toml` in the governance folder; a missing file registers no store.
 pub fn load(governance: &Path) -> Result<Registry> {
     let path = governance.join("stores.toml");
-    let f: Registry = if path.exists() {
-        tomlfile::load(&path)?
-    } else {
-        TomlFile {
+    if !path.exists() {
+        return Ok(TomlFile {
             path,
             text: String::new(),
             value: RawStores::default(),
-        }
+        });
+    }
+    let text =
+        std::fs::read_to_string(&path).map_err(|e| Error::io(path.display().to_string(), e))?;
+    parse(&path, &text)
+}
+
+/// Parses and checks the text of a `stores.toml` at `path` (errors name file, line and key).
+pub fn parse(path: &Path, text: &str) -> Result<Registry> {
+    let f = TomlFile {
+        path: path.to_path_buf(),
+        text: text.to_string(),
+        value: tomlfile::parse::<RawStores>(path, text)?,
     };
     check(&f)?;
     Ok(f)
@@ -526,13 +564,11 @@ fn check(f: &Registry) -> Result<()> {
         }
         if let Some(r) = &s.retention
             && r != "none"
-            && Period::parse(r).is_none()
+            && let Err(why) = Period::check(r)
         {
-            return Err(f.error_at(
-                &at("retention"),
-                format!("`{r}` is not a period: write \"none\" or e.g. \"35 days\", \"6 months\""),
-            ));
+            return Err(f.error_at(&at("retention"), why));
         }
+        check_numbers(f, name, s)?;
         if !s.probed() && s.kind != StoreKind::Model && s.basis.is_none() {
             return Err(f.error_at(
                 &format!("stores.{name}"),
@@ -606,6 +642,42 @@ fn check(f: &Registry) -> Result<()> {
                 cycle.join(" -> ")
             ),
         ));
+    }
+    Ok(())
+}
+
+/// The most seconds an HTTP request may wait, attempts per request, and milliseconds of the
+/// first backoff (doubled per attempt: within these, the last wait stays under a day).
+const MAX_TIMEOUT_SECONDS: u64 = 3_600;
+const MAX_RETRIES: u32 = 10;
+const MAX_BACKOFF_MS: u64 = 60_000;
+
+/// The HTTP store's numbers within range, each named by its key.
+fn check_numbers(f: &Registry, name: &str, s: &StoreConfig) -> Result<()> {
+    let at = |k: &str| format!("stores.{name}.{k}");
+    let range = |k: &str, v: u64, min: u64, max: u64, unit: &str| -> Result<()> {
+        if v < min || v > max {
+            return Err(f.error_at(
+                &at(k),
+                format!("{v} is out of range: between {min} and {max} {unit}"),
+            ));
+        }
+        Ok(())
+    };
+    if let Some(t) = s.timeout_seconds {
+        range("timeout_seconds", t, 1, MAX_TIMEOUT_SECONDS, "seconds")?;
+    }
+    if let Some(r) = s.retries {
+        range(
+            "retries",
+            u64::from(r),
+            1,
+            u64::from(MAX_RETRIES),
+            "attempts",
+        )?;
+    }
+    if let Some(b) = s.backoff_ms {
+        range("backoff_ms", b, 0, MAX_BACKOFF_MS, "milliseconds")?;
     }
     Ok(())
 }
@@ -1157,5 +1229,58 @@ retention = "35 days"
             Period::Months(1).after(d),
             NaiveDate::from_ymd_opt(2026, 2, 28)
         );
+    }
+
+    /// Issue 44 (item 5): "3000000000000000000 weeks" overflowed the days' count (a panic in
+    /// a debug build, a wrapped period in a release one); an HTTP store's retries and backoff
+    /// doubled past what a Duration holds. Each is refused with file, line and key.
+    #[test]
+    fn numbers_out_of_range_are_refused_with_their_line() {
+        let line_of = |text: &str, needle: &str| {
+            text.lines().position(|l| l.starts_with(needle)).unwrap() + 1
+        };
+        for (from, to, key) in [
+            (
+                "retention = \"35 days\"",
+                "retention = \"3000000000000000000 weeks\"",
+                "stores.backups.retention",
+            ),
+            (
+                "retention = \"35 days\"",
+                "retention = \"36526 days\"",
+                "stores.backups.retention",
+            ),
+            (
+                "retention = \"35 days\"",
+                "retention = \"101 years\"",
+                "stores.backups.retention",
+            ),
+            (
+                "depends_on = [\"app_db\"]\ndelete_request",
+                "depends_on = [\"app_db\"]\nretries = 4294967295\ndelete_request",
+                "stores.vendor.retries",
+            ),
+            (
+                "depends_on = [\"app_db\"]\ndelete_request",
+                "depends_on = [\"app_db\"]\nbackoff_ms = 18446744073709551615\ndelete_request",
+                "stores.vendor.backoff_ms",
+            ),
+            (
+                "depends_on = [\"app_db\"]\ndelete_request",
+                "depends_on = [\"app_db\"]\ntimeout_seconds = 0\ndelete_request",
+                "stores.vendor.timeout_seconds",
+            ),
+        ] {
+            let text = GOOD.replacen(from, to, 1);
+            let needle = to.rsplit('\n').nth(1).unwrap_or(to);
+            let line = line_of(&text, needle);
+            let e = parse(&text).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("stores.toml:{line}: {key}: ")) && e.contains("out of range"),
+                "{to}: {e}"
+            );
+        }
+        assert_eq!(Period::parse("100 years"), Some(Period::Months(1200)));
+        assert_eq!(Period::parse("36525 days"), Some(Period::Days(36_525)));
     }
 }

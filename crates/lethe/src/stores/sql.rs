@@ -45,13 +45,14 @@ impl std::fmt::Debug for Target {
 }
 
 impl Target {
-    /// From a store's `engine`, `path` and `url_env`.
+    /// From a store's `engine`, `path` and `url_env` (the variable read through `vars`).
     pub(crate) fn from_config(
         store: &str,
         root: &std::path::Path,
         engine: Option<&str>,
         path: Option<&str>,
         url_env: Option<&str>,
+        vars: super::Vars<'_>,
     ) -> Result<Target> {
         match engine {
             Some("sqlite") => {
@@ -64,7 +65,7 @@ impl Target {
             }
             Some("postgres") => {
                 let var = url_env.unwrap_or_default();
-                let url = std::env::var(var).map_err(|_| {
+                let url = vars(var).ok_or_else(|| {
                     error(
                         store,
                         format!("the environment variable {var} (url_env) holding its connection URI is not set"),

@@ -123,10 +123,26 @@ pub struct EraseReport {
     pub already_complete: bool,
     /// True for a dry run.
     pub dry_run: bool,
+    /// Seconds the erasure took in this process, from the call to the report (planning, the
+    /// stores, the steps, the cleanup): the in-process time beside a whole process's.
+    pub seconds: f64,
 }
 
 /// Runs (or resumes) an erasure of `requests`.
 pub async fn erase(
+    ws: &Workspace,
+    requests: &[RequestSpec],
+    opts: &EraseOptions,
+    progress: &dyn Fn(&str),
+) -> Result<EraseReport> {
+    let started = std::time::Instant::now();
+    let mut report = erase_timed(ws, requests, opts, progress).await?;
+    report.seconds = started.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+/// [`erase`] but for its `seconds`.
+async fn erase_timed(
     ws: &Workspace,
     requests: &[RequestSpec],
     opts: &EraseOptions,
@@ -139,9 +155,9 @@ pub async fn erase(
         valid_request_id(&r.request)?;
     }
     let batch = batch_id(requests);
+    let day = crate::erasure::holds::judging_day(ws, opts.day)?;
     let key_file = opts.key_file.clone().or_else(|| default_key_file(ws));
     let key = RegisterKey::load(key_file.as_deref())?;
-    let day = crate::erasure::holds::day_or_today(ws, opts.day);
     let gov = ws.governance()?;
     let existing = match earlier_run(ws, &batch, requests, &key)? {
         Earlier::Finished(j) => {
@@ -154,6 +170,7 @@ pub async fn erase(
                     journal: j,
                     already_complete: true,
                     dry_run: opts.dry_run,
+                    seconds: 0.0,
                 });
             }
             progress(&format!(
@@ -236,6 +253,7 @@ async fn erase_planned(
                     journal: *j,
                     already_complete: false,
                     dry_run: true,
+                    seconds: 0.0,
                 });
             }
             Planned::Journal(j, costs) => (*j, costs),
@@ -246,6 +264,7 @@ async fn erase_planned(
             journal,
             already_complete: false,
             dry_run: true,
+            seconds: 0.0,
         });
     }
     let tag = journal
@@ -283,6 +302,7 @@ async fn erase_planned(
         journal,
         already_complete: false,
         dry_run: false,
+        seconds: 0.0,
     })
 }
 

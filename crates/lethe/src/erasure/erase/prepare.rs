@@ -918,7 +918,7 @@ pub(super) async fn plan_erasure(
     }
     if !p.blocked.is_empty() {
         let mut msg = String::from(
-            "the erasure can't start: these tables' own settings would keep the subject after it",
+            "the erasure can't start: these tables' own settings would keep the subject after it, or lethe may not change them",
         );
         for (t, why) in &p.blocked {
             for w in why {

@@ -106,7 +106,14 @@ async fn read_table(wh: &Warehouse, name: TableName) -> Result<Read> {
             .map(|p| p.name)
             .collect(),
         schemas,
-        blockers: gc_blockers(&t),
+        blockers: {
+            let mut b = gc_blockers(&t);
+            // A table lethe may not change (outside the warehouse) blocks its step.
+            if let Err(e) = wh.check_changeable(&t) {
+                b.push(e.to_string());
+            }
+            b
+        },
         keeps_history: history_blockers(&t)?,
         identifier_fields: schema
             .identifier_field_ids()

@@ -2,12 +2,16 @@
 //! (the `ballista-scheduler` and `ballista-executor` libraries), as `lethe scheduler` and
 //! `lethe executor` run them.
 //!
+//! Both listen on loopback (127.0.0.1) unless given another address, and say in their log
+//! when they don't: the cluster has no authentication and no TLS (docs/cluster.md), so an
+//! address others can reach lets them submit jobs and read results.
+//!
 //! Both run until stopped (SIGTERM, Ctrl-C). Timeouts are set for a cluster that notices a
 //! lost executor in seconds, not Ballista's default three minutes: an executor sends a
 //! heartbeat every [`ExecutorOptions::heartbeat`], and the scheduler gives up on one silent
 //! for [`SchedulerOptions::executor_timeout`], then runs its tasks elsewhere.
 
-use std::net::{IpAddr, SocketAddr, TcpListener};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,8 +47,18 @@ impl SchedulerOptions {
     }
 }
 
+/// Warns, at start, that a process listening where others can reach it is open to them.
+fn warn_if_reachable(what: &str, ip: IpAddr) {
+    if !ip.is_loopback() {
+        tracing::warn!(
+            "{what} listening on {ip}, not loopback: lethe's Ballista cluster has no authentication and no TLS — whoever reaches this address can submit jobs (run with the executors' storage credentials) and read jobs and results, which carry subjects' IDs and value prefixes in clear; keep it on a network only the cluster reaches (docs/cluster.md)"
+        );
+    }
+}
+
 /// Runs a scheduler with lethe's codecs until it is stopped.
 pub async fn run_scheduler(opts: SchedulerOptions) -> Result<()> {
+    warn_if_reachable("the scheduler is", opts.bind.ip());
     let timeout = opts.executor_timeout.as_secs().max(1);
     let config = SchedulerConfig {
         bind_host: opts.bind.ip().to_string(),
@@ -69,13 +83,14 @@ pub async fn run_scheduler(opts: SchedulerOptions) -> Result<()> {
         .map_err(|e| Error::Cluster(e.to_string()))
 }
 
-/// How `lethe executor` runs. Defaults: a task per core, a heartbeat every 2 s, ports chosen
-/// free.
+/// How `lethe executor` runs. Defaults: listening on 127.0.0.1, a task per core, a heartbeat
+/// every 2 s, ports chosen free.
 #[derive(Debug, Clone)]
 pub struct ExecutorOptions {
     /// The scheduler's address.
     pub scheduler: SocketAddr,
-    /// The address to listen on (and advertise to the scheduler).
+    /// The address to listen on (and advertise to the scheduler). Default 127.0.0.1: an
+    /// executor on another host than the scheduler and the clients must be given its address.
     pub bind: IpAddr,
     /// The Arrow Flight port results are fetched from (0: a free one).
     pub flight_port: u16,
@@ -94,7 +109,7 @@ impl ExecutorOptions {
     pub fn new(scheduler: SocketAddr) -> Self {
         ExecutorOptions {
             scheduler,
-            bind: scheduler.ip(),
+            bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
             flight_port: 0,
             grpc_port: 0,
             concurrent_tasks: 0,
@@ -115,6 +130,7 @@ fn free_port(ip: IpAddr) -> Result<u16> {
 
 /// Runs an executor with lethe's codecs until it is stopped.
 pub async fn run_executor(opts: ExecutorOptions) -> Result<()> {
+    warn_if_reachable("the executor is", opts.bind);
     let port = match opts.flight_port {
         0 => free_port(opts.bind)?,
         p => p,

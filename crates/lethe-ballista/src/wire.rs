@@ -189,15 +189,27 @@ impl fmt::Debug for RewriteWork {
     }
 }
 
+/// The largest job a payload may decode to (its JSON, uncompressed): 256 MiB. A payload
+/// claiming more is refused before anything is allocated — the length is the sender's word,
+/// and a few KiB of zstd can claim gigabytes.
+pub const MAX_DECODED_BYTES: u64 = 256 << 20;
+
 /// Magic prefixes of the codec's payloads.
 pub(crate) const SCAN_MAGIC: &[u8] = b"lethe-scan/1\0";
 pub(crate) const REWRITE_MAGIC: &[u8] = b"lethe-rewrite/1\0";
 pub(crate) const TABLE_MAGIC: &[u8] = b"lethe-table/1\0";
 pub(crate) const TABLE_SCAN_MAGIC: &[u8] = b"lethe-table-scan/1\0";
 
-/// `magic` + zstd(JSON of `value`).
+/// `magic` + the JSON's length + zstd(JSON of `value`); a job over [`MAX_DECODED_BYTES`] is an
+/// error here already (no executor would take it).
 pub(crate) fn encode<T: Serialize>(magic: &[u8], value: &T, buf: &mut Vec<u8>) -> Result<()> {
     let json = serde_json::to_vec(value).map_err(|e| Error::Wire(e.to_string()))?;
+    if json.len() as u64 > MAX_DECODED_BYTES {
+        return Err(Error::Wire(format!(
+            "a job of {} bytes is more than the {MAX_DECODED_BYTES} a payload may carry: cut it into smaller batches",
+            json.len()
+        )));
+    }
     let packed = zstd::bulk::compress(&json, 3).map_err(|e| Error::Wire(e.to_string()))?;
     buf.extend_from_slice(magic);
     buf.extend_from_slice(&(json.len() as u64).to_le_bytes());
@@ -212,8 +224,21 @@ pub(crate) fn decode<T: for<'de> Deserialize<'de>>(magic: &[u8], buf: &[u8]) -> 
         let (len, packed) = rest
             .split_first_chunk::<8>()
             .ok_or_else(|| Error::Wire("truncated payload".into()))?;
-        let json = zstd::bulk::decompress(packed, u64::from_le_bytes(*len) as usize)
+        let claimed = u64::from_le_bytes(*len);
+        if claimed > MAX_DECODED_BYTES {
+            return Err(Error::Wire(format!(
+                "a payload claims {claimed} bytes decoded, more than the {MAX_DECODED_BYTES} a job may have: refused"
+            )));
+        }
+        // Decompression stops at the claimed size: a payload that decodes to more is an error.
+        let json = zstd::bulk::decompress(packed, claimed as usize)
             .map_err(|e| Error::Wire(e.to_string()))?;
+        if json.len() as u64 != claimed {
+            return Err(Error::Wire(format!(
+                "a payload claims {claimed} bytes decoded but holds {}",
+                json.len()
+            )));
+        }
         serde_json::from_slice(&json).map_err(|e| Error::Wire(e.to_string()))
     })())
 }

@@ -5,6 +5,7 @@
 //! subject, a register incident); 2 for bad input or an error.
 
 mod cmd;
+mod logging;
 mod out;
 
 use std::path::PathBuf;
@@ -49,7 +50,9 @@ struct Cli {
     /// The configuration file (default: ./lethe.toml).
     #[arg(long, global = true, value_name = "FILE", env = "LETHE_CONFIG")]
     config: Option<PathBuf>,
-    /// More log output (repeat for more).
+    /// More log output: -v info, -vv debug (or LETHE_LOG=DIRECTIVES). Other crates' events
+    /// (DataFusion, tokio-postgres, HTTP clients...) stop at info whatever is asked: their
+    /// debug output carries statements' parameters and plans' literals.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     verbose: u8,
     #[command(subcommand)]
@@ -188,18 +191,7 @@ fn main() -> ExitCode {
     // the `failpoints` feature).
     #[cfg(feature = "failpoints")]
     let _failpoints = fail::FailScenario::setup();
-    let filter = match cli.verbose {
-        0 => "warn",
-        1 => "info,datafusion=warn,iceberg=warn",
-        _ => "debug",
-    };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("LETHE_LOG")
-                .unwrap_or_else(|_| filter.into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    logging::init(cli.verbose);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -33,6 +33,7 @@ pub mod metrics;
 pub mod nested;
 pub mod ops;
 mod parsed_cache;
+pub mod pg;
 pub mod predicate;
 pub mod prune;
 pub mod read;

@@ -44,7 +44,30 @@ pub fn read_batches(path: &Path) -> Result<Vec<RecordBatch>> {
 /// Writes batches as Parquet or CSV (by extension).
 pub fn write_batches(path: &Path, batches: &[RecordBatch]) -> Result<()> {
     let f = std::fs::File::create(path).map_err(|e| Error::io(path.display().to_string(), e))?;
-    if is_csv(path) {
+    write_batches_to(f, is_csv(path), batches)
+}
+
+/// Replaces `path` with the batches (Parquet or CSV by the path's extension) through
+/// [`crate::keys::replace_file`]: whole or not at all, synced, with the final `mode` from the
+/// moment the file exists — [`crate::keys::FileMode::Private`] for rows that must stay
+/// apart (a loader's rows of restricted subjects), [`crate::keys::FileMode::Keep`] for a file
+/// rewritten in place (an export keeps its mode).
+pub fn replace_batches(
+    path: &Path,
+    batches: &[RecordBatch],
+    mode: crate::keys::FileMode,
+) -> Result<()> {
+    let csv = is_csv(path);
+    crate::keys::replace_file(path, mode, |f| {
+        let w = f
+            .try_clone()
+            .map_err(|e| Error::io(path.display().to_string(), e))?;
+        write_batches_to(w, csv, batches)
+    })
+}
+
+fn write_batches_to(f: std::fs::File, csv: bool, batches: &[RecordBatch]) -> Result<()> {
+    if csv {
         let mut w = arrow::csv::WriterBuilder::new().with_header(true).build(f);
         for b in batches {
             w.write(b)?;

@@ -1,7 +1,12 @@
 //! Keys lethe reads from the environment or a file (the register key, the pseudonym key) and
 //! the random key files the demo and test fixtures write, plus the private (mode 0600) files and
-//! JSON-lines logs lethe keeps in its state folder. Errors name the variable or file, never a
-//! byte of a key.
+//! JSON-lines logs lethe keeps in its state folder, and [`replace_file`], which every file lethe
+//! rewrites goes through. Errors name the variable or file, never a byte of a key.
+//!
+//! A key file must be private: one readable or writable by its group or others is refused
+//! (as ssh refuses such a private key), with the command that fixes it. A private file lethe
+//! writes has mode 0600 from the moment it exists — never written with the default mode and
+//! changed afterwards, never a leftover with a looser mode reused.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -50,6 +55,7 @@ impl KeySource {
         else {
             return Ok(None);
         };
+        check_private(self.what, &file)?;
         let bytes = std::fs::read(&file).map_err(|e| {
             Error::invalid(format!(
                 "the {} key file {} can't be read: {}",
@@ -64,6 +70,99 @@ impl KeySource {
         };
         self.key(trimmed).map(Some)
     }
+}
+
+/// Refuses a key file its group or others may read or write (Unix), naming the file, its
+/// mode and the fix. A file that can't be looked at is left to the read's own error.
+fn check_private(what: &str, file: &Path) -> Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if let Ok(m) = std::fs::metadata(file) {
+            let mode = m.permissions().mode() & 0o777;
+            if mode & 0o077 != 0 {
+                return Err(Error::invalid(format!(
+                    "the {what} key file {} is open to its group or others (mode {mode:04o}): make it private with `chmod 600 {}`; lethe won't use it until then",
+                    file.display(),
+                    file.display()
+                )));
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = (what, file);
+    Ok(())
+}
+
+/// The mode a file written by [`replace_file`] ends with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileMode {
+    /// 0600: only the owner (state files holding a subject's values, held rows, keys).
+    Private,
+    /// The mode (and, where the process may set them, owner and group) of the file replaced;
+    /// 0600 when there is none.
+    Keep,
+    /// The default for a new file (0666 less the umask).
+    Default,
+}
+
+/// Writes `path` whole or not at all: `write` fills a new temporary file beside it (created
+/// with mode 0600, or the default mode for [`FileMode::Default`]; never a leftover reused),
+/// which gets its final mode, is flushed to disk (fsync), and is renamed over `path`; the
+/// folder is synced so the rename survives a crash. The temporary file is removed when
+/// anything fails.
+pub fn replace_file(
+    path: &Path,
+    mode: FileMode,
+    write: impl FnOnce(&mut std::fs::File) -> Result<()>,
+) -> Result<()> {
+    let shown = || path.display().to_string();
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = path
+        .file_name()
+        .ok_or_else(|| Error::invalid(format!("{}: not a file name", shown())))?
+        .to_string_lossy();
+    let tmp = dir.join(format!(
+        ".{name}.{}.lethe-tmp",
+        uuid::Uuid::new_v4().simple()
+    ));
+    #[cfg(unix)]
+    let old = std::fs::metadata(path).ok();
+    let mut opts = match mode {
+        FileMode::Default => std::fs::OpenOptions::new(),
+        FileMode::Private | FileMode::Keep => private_options(),
+    };
+    let mut f = opts
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .map_err(|e| Error::io(tmp.display().to_string(), e))?;
+    let done = (|| -> Result<()> {
+        write(&mut f)?;
+        #[cfg(unix)]
+        if let (FileMode::Keep, Some(old)) = (mode, &old) {
+            use std::os::unix::fs::{MetadataExt, PermissionsExt};
+            // Owner and group first (a change of owner clears set-id bits), where allowed.
+            let _ = std::os::unix::fs::fchown(&f, Some(old.uid()), Some(old.gid()));
+            f.set_permissions(std::fs::Permissions::from_mode(old.mode() & 0o7777))
+                .map_err(|e| Error::io(tmp.display().to_string(), e))?;
+        }
+        f.sync_all()
+            .map_err(|e| Error::io(tmp.display().to_string(), e))?;
+        std::fs::rename(&tmp, path).map_err(|e| Error::io(shown(), e))?;
+        // The rename is durable once the folder is.
+        if let Ok(d) = std::fs::File::open(&dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    })();
+    if done.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    done
 }
 
 /// Options that create a file only its owner can read and write (mode 0600 on Unix).
@@ -83,14 +182,34 @@ pub fn write_random_key(path: &Path) -> Result<()> {
     use rand::RngCore;
     let mut bytes = [0u8; 32];
     rand::rng().fill_bytes(&mut bytes);
-    let mut f = private_options()
-        .write(true)
+    replace_file(path, FileMode::Private, |f| {
+        f.write_all(hex::encode(bytes).as_bytes())
+            .map_err(|e| Error::io(path.display().to_string(), e))
+    })
+}
+
+/// Opens `path` to append, private: created with mode 0600, and an existing file whose mode
+/// is looser set to 0600 before anything is written.
+pub(crate) fn open_private_append(path: &Path) -> Result<std::fs::File> {
+    let f = private_options()
+        .append(true)
         .create(true)
-        .truncate(true)
         .open(path)
         .map_err(|e| Error::io(path.display().to_string(), e))?;
-    f.write_all(hex::encode(bytes).as_bytes())
-        .map_err(|e| Error::io(path.display().to_string(), e))
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = f
+            .metadata()
+            .map_err(|e| Error::io(path.display().to_string(), e))?
+            .permissions()
+            .mode();
+        if mode & 0o077 != 0 {
+            f.set_permissions(std::fs::Permissions::from_mode(0o600))
+                .map_err(|e| Error::io(path.display().to_string(), e))?;
+        }
+    }
+    Ok(f)
 }
 
 /// Every entry of a JSON-lines log, oldest first (a missing log is empty; blank lines are
@@ -132,16 +251,100 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         assert!(SOURCE.load(None).unwrap().is_none());
         let f = dir.path().join("k");
-        std::fs::write(&f, "0123456789abcdef0123\n").unwrap();
+        write_private(&f, "0123456789abcdef0123\n");
         let key = SOURCE.load(Some(f.clone())).unwrap().unwrap();
         assert_eq!(key.expose_secret().as_slice(), b"0123456789abcdef0123");
-        std::fs::write(&f, "short-secret").unwrap();
+        write_private(&f, "short-secret");
         let e = SOURCE.load(Some(f)).unwrap_err().to_string();
         assert!(e.contains("the test key is too short"), "{e}");
         assert!(!e.contains("short-secret"), "{e}");
         let missing = dir.path().join("missing");
         let e = SOURCE.load(Some(missing.clone())).unwrap_err().to_string();
         assert!(e.contains(&missing.display().to_string()), "{e}");
+    }
+
+    /// Writes a file with mode 0600.
+    fn write_private(f: &Path, text: &str) {
+        replace_file(f, FileMode::Private, |w| {
+            w.write_all(text.as_bytes()).unwrap();
+            Ok(())
+        })
+        .unwrap();
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_key_file_open_to_group_or_others_is_refused_naming_file_and_fix() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("k");
+        write_private(&f, "0123456789abcdef0123");
+        for mode in [0o640, 0o604, 0o620, 0o644] {
+            std::fs::set_permissions(&f, std::fs::Permissions::from_mode(mode)).unwrap();
+            let e = SOURCE.load(Some(f.clone())).unwrap_err().to_string();
+            assert!(
+                e.contains(&f.display().to_string())
+                    && e.contains(&format!("{mode:04o}"))
+                    && e.contains("chmod 600"),
+                "{e}"
+            );
+            assert!(!e.contains("0123456789abcdef"), "{e}");
+        }
+        for mode in [0o600, 0o400] {
+            std::fs::set_permissions(&f, std::fs::Permissions::from_mode(mode)).unwrap();
+            assert!(SOURCE.load(Some(f.clone())).unwrap().is_some());
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn replace_file_keeps_the_mode_makes_private_from_the_start_and_reuses_no_leftover() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let mode_of = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+        let f = dir.path().join("export.csv");
+        std::fs::write(&f, "a\n1\n").unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o640)).unwrap();
+        replace_file(&f, FileMode::Keep, |w| {
+            // While it is written, the new file is private.
+            let tmp: Vec<_> = std::fs::read_dir(dir.path())
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .filter(|p| p.to_string_lossy().ends_with(".lethe-tmp"))
+                .collect();
+            assert_eq!(tmp.len(), 1);
+            assert_eq!(mode_of(&tmp[0]), 0o600);
+            w.write_all(b"a\n2\n").unwrap();
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(std::fs::read_to_string(&f).unwrap(), "a\n2\n");
+        assert_eq!(mode_of(&f), 0o640, "the export's mode was lost");
+        // Private, over a file that was world-readable.
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
+        replace_file(&f, FileMode::Private, |w| {
+            w.write_all(b"x").unwrap();
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(mode_of(&f), 0o600);
+        // A failing write leaves the file as it was and no temporary file.
+        let e = replace_file(&f, FileMode::Keep, |_| Err(Error::invalid("stop")));
+        assert!(e.is_err());
+        assert_eq!(std::fs::read_to_string(&f).unwrap(), "x");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+        // A random key over a loose leftover: private.
+        let k = dir.path().join("k");
+        std::fs::write(&k, "old").unwrap();
+        std::fs::set_permissions(&k, std::fs::Permissions::from_mode(0o644)).unwrap();
+        write_random_key(&k).unwrap();
+        assert_eq!(mode_of(&k), 0o600);
+        // An append log with a loose mode is made private.
+        let log = dir.path().join("audit.jsonl");
+        std::fs::write(&log, "").unwrap();
+        std::fs::set_permissions(&log, std::fs::Permissions::from_mode(0o644)).unwrap();
+        drop(open_private_append(&log).unwrap());
+        assert_eq!(mode_of(&log), 0o600);
     }
 
     #[test]

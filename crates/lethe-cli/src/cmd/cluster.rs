@@ -113,7 +113,8 @@ pub fn report_jobs(engine: Option<&BallistaEngine>) {
 /// Arguments of `lethe scheduler`.
 #[derive(Debug, Args)]
 pub struct SchedulerArgs {
-    /// Where to listen; executors and clients connect here.
+    /// Where to listen; executors and clients connect here (default loopback; another
+    /// address only on a network only the cluster reaches: no authentication, no TLS).
     #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:50050")]
     bind: SocketAddr,
     /// An executor silent this long is lost and its tasks run again elsewhere.
@@ -130,8 +131,9 @@ pub struct ExecutorArgs {
     /// The scheduler to join.
     #[arg(long, value_name = "HOST:PORT")]
     scheduler: SocketAddr,
-    /// The address to listen on and advertise (default: the scheduler's, for a cluster on
-    /// one host; give this machine's address otherwise).
+    /// The address to listen on and advertise (default 127.0.0.1: a cluster on one host).
+    /// Give this machine's address for a cluster across hosts — on a network only the cluster
+    /// reaches: the cluster has no authentication and no TLS (docs/cluster.md).
     #[arg(long, value_name = "IP")]
     bind: Option<std::net::IpAddr>,
     /// The port results are fetched from (default: a free one).

@@ -539,9 +539,8 @@ pub async fn register(c: RegisterCommand, config: Option<&Path>) -> anyhow::Resu
                         "{held_n} row(s) belong to subjects under a restriction: name --held FILE to keep them apart (they must not be loaded, nor dropped); nothing was written"
                     );
                 };
-                lethe::batchio::write_batches(h, &held_rows)?;
-                use std::os::unix::fs::PermissionsExt;
-                std::fs::set_permissions(h, std::fs::Permissions::from_mode(0o600))?;
+                // Private from the moment it exists: never written readable, then narrowed.
+                lethe::batchio::replace_batches(h, &held_rows, lethe::keys::FileMode::Private)?;
             }
             lethe::batchio::write_batches(&output, &kept)?;
             if json {

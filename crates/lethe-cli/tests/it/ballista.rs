@@ -166,6 +166,53 @@ fn jobs_travel_with_traces_cut_to_what_is_searched_and_display_counts_only() {
     );
 }
 
+/// Issue 44 item 16: `wire.rs` allocated whatever length a payload claimed. A payload that
+/// claims a terabyte (or more than its bytes decode to) is refused at once, and one claiming
+/// less than it holds too; a real job still decodes.
+#[test]
+fn a_payload_claiming_more_than_the_bound_is_refused_before_allocating() {
+    let codec = LethePhysicalCodec::default();
+    let ctx = datafusion::execution::TaskContext::default();
+    let decode = |buf: &[u8]| {
+        datafusion_proto::physical_plan::PhysicalExtensionCodec::try_decode(&codec, buf, &[], &ctx)
+    };
+    let refused = |buf: &[u8]| match decode(buf) {
+        Ok(_) => panic!("a payload that lies about its size was decoded"),
+        Err(e) => e.to_string(),
+    };
+    let json = br#"{"prefix_len":1,"subjects":[],"store":{"kind":"local"},"tasks":[]}"#;
+    let packed = zstd::bulk::compress(json, 3).unwrap();
+    let payload = |claimed: u64| {
+        let mut b = b"lethe-scan/1\0".to_vec();
+        b.extend_from_slice(&claimed.to_le_bytes());
+        b.extend_from_slice(&packed);
+        b
+    };
+    assert!(decode(&payload(json.len() as u64)).is_ok());
+    let started = std::time::Instant::now();
+    for claimed in [
+        1u64 << 40,
+        u64::MAX,
+        lethe_ballista::wire::MAX_DECODED_BYTES + 1,
+    ] {
+        let e = refused(&payload(claimed));
+        assert!(e.contains("more than the"), "{e}");
+    }
+    assert!(started.elapsed() < std::time::Duration::from_secs(1));
+    let e = refused(&payload(json.len() as u64 - 1));
+    assert!(!e.is_empty());
+    let e = refused(&payload(json.len() as u64 + 10));
+    assert!(e.contains("holds"), "{e}");
+}
+
+/// Issue 44 item 16: an executor listens on loopback unless told otherwise (it took the
+/// scheduler's address, reachable from wherever the scheduler is).
+#[test]
+fn an_executor_listens_on_loopback_unless_told_otherwise() {
+    let opts = lethe_ballista::process::ExecutorOptions::new("10.1.2.3:50050".parse().unwrap());
+    assert!(opts.bind.is_loopback(), "{}", opts.bind);
+}
+
 fn env(name: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| {
         panic!("{name} is not set: run the tests with `bash scripts/test.sh`, which starts SeaweedFS and PostgreSQL (scripts/services.sh)")

@@ -113,18 +113,143 @@ fn assert_not_shown(what: &str, text: &str, given: &[String]) {
     }
 }
 
-/// Runs `lethe` in `dir` with `-vv` (every log line is checked for secrets: the servers' and
-/// every one the run is given, wrong ones too), the register key variables removed,
+/// Values of subjects no output may show: identifying values (emails, names, phones) in no
+/// output at all; IDs in no log (stderr) — stdout may echo an ID the operator typed
+/// (`erasure plan for learner=3590`). Every test here builds the same demo (seed 42), so the
+/// values one test registers hold for all.
+static WATCHED: std::sync::Mutex<Vec<(String, bool)>> = std::sync::Mutex::new(Vec::new());
+
+/// Registers `learner`'s ID and identifying values (from the demo's export) as watched.
+fn watch(demo: &Path, learner: i64) {
+    let mut w = WATCHED.lock().unwrap();
+    for v in learner_values_of(demo, learner) {
+        if !w.contains(&(v.clone(), false)) {
+            w.push((v, false));
+        }
+    }
+    let id = (learner.to_string(), true);
+    if !w.contains(&id) {
+        w.push(id);
+    }
+}
+
+/// Whether `text` holds `value` as a whole token (not inside a longer run of letters and
+/// digits: the ID 3590 is in `[3590]`, not in `35901`).
+fn holds_token(text: &str, value: &str) -> bool {
+    let alnum = |c: Option<char>| c.is_some_and(char::is_alphanumeric);
+    text.match_indices(value).any(|(i, _)| {
+        !alnum(text[..i].chars().next_back()) && !alnum(text[i + value.len()..].chars().next())
+    })
+}
+
+/// Fails when `text` holds a watched value (IDs only when `log`).
+fn assert_no_subject_value(what: &str, text: &str, log: bool) {
+    for (value, id) in WATCHED.lock().unwrap().iter() {
+        if *id && !log {
+            continue;
+        }
+        assert!(
+            !holds_token(text, value),
+            "a subject's {} appears in {what} (value not shown)",
+            if *id { "ID" } else { "identifying value" }
+        );
+    }
+}
+
+/// The REST end-to-end test's application database on PostgreSQL (a store of its demo),
+/// given to every run as `LETHE_DEMO_APP_DB_URL`.
+static APP_DB_URL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// A fresh database on the test PostgreSQL server; its URI (with the test password).
+async fn pg_database() -> String {
+    let base = env("LETHE_PG_URI");
+    let (c, conn) = tokio_postgres::connect(&base, tokio_postgres::NoTls)
+        .await
+        .expect("connect to the test PostgreSQL");
+    tokio::spawn(conn);
+    let name = format!("lethe_{}", suffix());
+    c.batch_execute(&format!("CREATE DATABASE {name}"))
+        .await
+        .expect("create database");
+    let (head, _) = base.rsplit_once('/').expect("a URI with a database");
+    format!("{head}/{name}")
+}
+
+/// The demo's application database on PostgreSQL, registered as a store (the demo's own
+/// registration, without the stores `--warehouse-only` leaves out).
+const PG_STORE: &str = r#"[warehouse."crm.learners"]
+depends_on = ["app_db"]
+[warehouse."support.tickets"]
+depends_on = ["app_db"]
+[warehouse."billing.payments"]
+depends_on = ["app_db"]
+
+[stores.app_db]
+kind = "database"
+owner = "platform team"
+description = "the learning platform's application database"
+retention = "none"
+engine = "postgres"
+url_env = "LETHE_DEMO_APP_DB_URL"
+subject_field = "learner_id"
+[[stores.app_db.tables]]
+table = "learners"
+[[stores.app_db.tables]]
+table = "tickets"
+[[stores.app_db.tables]]
+table = "payments"
+action = "tombstone"
+erase_columns = ["card_number"]
+"#;
+
+/// How verbose a run is: the flags and the `LETHE_LOG` directive.
+#[derive(Clone, Copy)]
+struct Verbosity(&'static [&'static str], Option<&'static str>);
+
+/// The most verbose lethe can be (`LETHE_LOG=trace`: every level of its own crates, other
+/// crates' as far as lethe lets them go): what every run of [`lethe`] uses, so its log holds
+/// whatever any `-v` would show.
+const MOST: Verbosity = Verbosity(&[], Some("trace"));
+
+/// Every verbosity: none, `-v`, `-vv`, `LETHE_LOG=trace`.
+const EVERY: [Verbosity; 4] = [
+    Verbosity(&[], None),
+    Verbosity(&["-v"], None),
+    Verbosity(&["-vv"], None),
+    MOST,
+];
+
+/// Runs `lethe` in `dir` at the most verbose setting (every output and log line is checked
+/// for secrets — the servers' and every one the run is given, wrong ones too — and for watched
+/// subjects' values), the register key variables removed,
 /// PostgreSQL's password in PGPASSWORD, and `extra` variables.
 fn lethe(dir: &Path, args: &[&str], extra: &[(&str, &str)], log: &mut String) -> Output {
+    lethe_at(MOST, dir, args, extra, log)
+}
+
+/// [`lethe`] at verbosity `v`.
+fn lethe_at(
+    v: Verbosity,
+    dir: &Path,
+    args: &[&str],
+    extra: &[(&str, &str)],
+    log: &mut String,
+) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_lethe"));
-    cmd.arg("-vv")
+    cmd.args(v.0)
         .args(args)
         .current_dir(dir)
         .env_remove("LETHE_REGISTER_KEY")
         .env_remove("LETHE_CONFIG")
+        .env_remove("LETHE_LOG")
         .env("PGPASSWORD", env("LETHE_PG_PASSWORD"))
         .env("NO_COLOR", "1");
+    if let Some(d) = v.1 {
+        cmd.env("LETHE_LOG", d);
+    }
+    if let Some(url) = APP_DB_URL.get() {
+        cmd.env("LETHE_DEMO_APP_DB_URL", url);
+    }
     for (k, v) in extra {
         cmd.env(k, v);
     }
@@ -132,11 +257,13 @@ fn lethe(dir: &Path, args: &[&str], extra: &[(&str, &str)], log: &mut String) ->
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_no_secret(&format!("the output of lethe {args:?}"), &stdout);
-    assert_no_secret(&format!("the -vv log of lethe {args:?}"), &stderr);
+    assert_no_secret(&format!("the log of lethe {args:?}"), &stderr);
     let given = given_secrets(args, extra);
     let shown = redact_args(args);
     assert_not_shown(&format!("the output of lethe {shown:?}"), &stdout, &given);
-    assert_not_shown(&format!("the -vv log of lethe {shown:?}"), &stderr, &given);
+    assert_not_shown(&format!("the log of lethe {shown:?}"), &stderr, &given);
+    assert_no_subject_value(&format!("the output of lethe {shown:?}"), &stdout, false);
+    assert_no_subject_value(&format!("the log of lethe {shown:?}"), &stderr, true);
     log.push_str(&stdout);
     log.push_str(&stderr);
     out
@@ -285,6 +412,11 @@ fn pyiceberg_reads_every_table(
 
 /// The learner's identifying values, from the demo's CRM export (before any erasure).
 fn learner_values(demo: &Path) -> Vec<String> {
+    learner_values_of(demo, LEARNER)
+}
+
+/// A learner's identifying values (email, full name, phone), from the demo's CRM export.
+fn learner_values_of(demo: &Path, learner: i64) -> Vec<String> {
     let batches = lethe::batchio::read_batches(&demo.join("exports/crm_learners.parquet")).unwrap();
     let mut out = Vec::new();
     for b in &batches {
@@ -295,7 +427,7 @@ fn learner_values(demo: &Path) -> Vec<String> {
             .downcast_ref::<Int64Array>()
             .unwrap();
         for i in 0..b.num_rows() {
-            if ids.value(i) == LEARNER {
+            if ids.value(i) == learner {
                 for col in ["email", "full_name", "phone"] {
                     let a = b
                         .column_by_name(col)
@@ -449,6 +581,12 @@ fn args(v: &[&str]) -> Vec<String> {
 /// the learner; lethe erases the learner from Spark's tables and Spark reads every table with
 /// the expected rows; `lethe init` opens the catalog read-only; no output, log line at -vv,
 /// file or object holds a secret.
+///
+/// Issue 44 item 11: the application database on PostgreSQL is a store of the run (erased
+/// first), and a restriction of another learner is in force for the queries and pipelines
+/// that follow the erasure; every command runs at the most verbose setting
+/// (`LETHE_LOG=trace`), read-only ones at every verbosity too, and no output or log line
+/// holds either learner's identifying values, no log line their IDs.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_rest_catalog_end_to_end() {
     let tmp = tempfile::tempdir().unwrap();
@@ -495,6 +633,10 @@ async fn the_rest_catalog_end_to_end() {
 
     let uri = env("LETHE_REST_URI");
     let endpoint = env("LETHE_S3_ENDPOINT");
+    let app_db = pg_database().await;
+    APP_DB_URL
+        .set(app_db.clone())
+        .expect("one test sets the app database");
     let out = lethe_ok(
         tmp.path(),
         &[
@@ -502,8 +644,11 @@ async fn the_rest_catalog_end_to_end() {
             "init",
             "--dir",
             "demo",
-            // (the warehouse and its catalog are this test's subject, not the outside stores)
+            // (the warehouse and its catalog are this test's subject, and of the outside
+            // stores the application database on PostgreSQL, registered below)
             "--warehouse-only",
+            "--app-db",
+            "postgres",
             "--catalog",
             "rest",
             "--catalog-uri",
@@ -526,6 +671,28 @@ async fn the_rest_catalog_end_to_end() {
     let text = std::fs::read_to_string(demo.join("lethe.toml")).unwrap();
     assert!(text.contains("kind = \"rest\""), "{text}");
     let values = learner_values(&demo);
+    watch(&demo, LEARNER);
+    watch(&demo, RESTRICTED);
+    std::fs::write(demo.join("governance/stores.toml"), PG_STORE).unwrap();
+    let listed = lethe_ok(&demo, &["stores", "list", "--json"], 0, &mut log);
+    assert!(listed.contains("app_db"), "{listed}");
+    let app_rows = |learner: i64| {
+        let url = app_db.clone();
+        async move {
+            let (c, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                .await
+                .unwrap();
+            tokio::spawn(conn);
+            c.query_one(
+                "SELECT count(*) FROM learners WHERE learner_id = $1",
+                &[&learner],
+            )
+            .await
+            .unwrap()
+            .get::<_, i64>(0)
+        }
+    };
+    assert_eq!(app_rows(LEARNER).await, 1);
     let before = demo_rows(&demo, &mut log);
     assert_eq!(before.len(), 13, "{before:?}");
     let seen = independent_scan("warehouse", "learning/", &values, false);
@@ -650,6 +817,10 @@ async fn the_rest_catalog_end_to_end() {
             "{object} holds the learner: {found}"
         );
     }
+
+    // The application database lost the learner first (a store of the run).
+    assert_eq!(app_rows(LEARNER).await, 0);
+    restricted_queries_and_pipelines_log_no_value(&demo, &mut log);
 
     // lethe erases the learner from Spark's tables; Spark reads every table. (The demo's
     // erasure above already planned Spark's tables — discovery finds their learner_id columns
@@ -785,6 +956,87 @@ async fn the_rest_catalog_end_to_end() {
     folder_holds_no_secret(&demo);
     bucket_holds_no_secret("warehouse", "");
     assert_no_secret("every lethe output", &log);
+}
+
+/// The learner a restriction leaves out of queries and pipelines in the end-to-end test.
+const RESTRICTED: i64 = 4127;
+
+/// A restriction of [`RESTRICTED`] is opened; analysts' counts drop, EXPLAIN shows the
+/// restriction's function and no value, the pipelines rerun; read-only commands run at every
+/// verbosity; every output and log is checked (by [`lethe_at`]) for both learners' values.
+fn restricted_queries_and_pipelines_log_no_value(demo: &Path, log: &mut String) {
+    let count = "SELECT count(*) AS n FROM learning.events";
+    let number = |log: &mut String| -> i64 {
+        let out = lethe_ok(
+            demo,
+            &["query", "--as", "analyst_gb", count, "--json"],
+            0,
+            log,
+        );
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        v["rows"][0]["n"].as_i64().unwrap()
+    };
+    let before = number(log);
+    let id = format!("learner={RESTRICTED}");
+    lethe_ok(
+        demo,
+        &[
+            "request",
+            "open",
+            "--kind",
+            "restriction",
+            "--subject",
+            &id,
+            "--received",
+            "2026-10-01",
+            "--request",
+            "restriction-1",
+        ],
+        0,
+        log,
+    );
+    assert!(number(log) < before, "the restriction changed no query");
+    lethe_ok(demo, &["pipeline", "run", "--all"], 0, log);
+    let explain = format!("EXPLAIN ANALYZE {count}");
+    let read_only: [&[&str]; 6] = [
+        &["tables"],
+        &["query", "--as", "analyst_gb", count],
+        &[
+            "query",
+            "--as",
+            "marketing-1",
+            "EXPLAIN SELECT * FROM crm.learners",
+        ],
+        &["query", "--as", "analyst_gb", &explain],
+        &["explain", "--subject", &id],
+        &["stores", "list"],
+    ];
+    for v in EVERY {
+        for args in read_only {
+            let out = lethe_at(v, demo, args, &[], log);
+            assert!(
+                out.status.code().is_some_and(|c| c <= 1),
+                "lethe {args:?}: {}",
+                tail(&String::from_utf8_lossy(&out.stderr), 20)
+            );
+            if args.contains(&explain.as_str()) {
+                assert!(
+                    String::from_utf8_lossy(&out.stdout).contains("lethe_unrestricted("),
+                    "{}",
+                    String::from_utf8_lossy(&out.stdout)
+                );
+            }
+        }
+    }
+    // The proof scan of the restricted learner (it holds rows everywhere: exit 1).
+    lethe_ok(demo, &["scan", "--subject", &id], 1, log);
+    lethe_ok(
+        demo,
+        &["request", "lift", "restriction-1", "--day", "2026-10-20"],
+        0,
+        log,
+    );
+    assert_eq!(number(log), before);
 }
 
 /// A small table of `rows` events in a fresh namespace of the workspace's catalog: every 4th
@@ -1043,6 +1295,7 @@ async fn postgres_catalog_over_a_versioned_bucket() {
         &mut log,
     );
     let values = learner_values(&demo);
+    watch(&demo, LEARNER);
     let before = lethe_rows(&demo, &mut log);
     assert_eq!(before.len(), 13);
     pyiceberg_reads_every_table_counts("sql", &name, &before);

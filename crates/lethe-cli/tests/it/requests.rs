@@ -348,7 +348,8 @@ async fn a_restriction_leaves_the_learner_out_of_queries_and_pipelines_deletes_n
             "2026-09-20",
         ],
     );
-    assert!(e.contains("at most 2 more months"), "{e}");
+    assert!(e.contains("'3' for '--months"), "{e}");
+    assert!(e.contains("not in 1..=2"), "{e}");
     let e = bad(
         &demo,
         &[

@@ -560,6 +560,11 @@ async fn the_history_purge_judges_the_snapshots_another_writer_committed_while_i
     let subject = f.subject();
     let key_file = f.home.join("register.key");
     std::fs::write(&key_file, KEY).unwrap();
+    {
+        // (a key file open to group or others is refused)
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
     let ws = lethe::workspace::Workspace::open(
         &lethe::config::Config::load(&f.home.join("lethe.toml")).unwrap(),
     )

@@ -142,9 +142,18 @@ fn lite_err(what: &str, e: rusqlite::Error) -> Error {
 }
 
 async fn pg_connect(url: &SecretString) -> Result<tokio_postgres::Client> {
-    let (client, conn) = tokio_postgres::connect(url.expose_secret(), tokio_postgres::NoTls)
+    let target = lethe_iceberg::pg::parse(url.expose_secret()).map_err(|why| {
+        Error::invalid(format!(
+            "the demo's application database: its URL can't be used: {why}"
+        ))
+    })?;
+    let (client, conn) = lethe_iceberg::pg::connect(&target, None, None)
         .await
-        .map_err(|e| pg_err("can't connect", e))?;
+        .map_err(|e| {
+            Error::invalid(format!(
+                "the demo's application database: can't connect: {e}"
+            ))
+        })?;
     tokio::spawn(async move {
         let _ = conn.await;
     });

@@ -5,7 +5,10 @@
 //! - `DELETE /v1/users/{email}` → 202 `{"status": "deleted"}` (the user and their tickets are
 //!   gone), or 404 when unknown;
 //! - `PUT /v1/users/{email}` → 201 `{"status": "created"}`: a test user with one ticket (the
-//!   vendor's sandbox API, which the erasure drill seeds its synthetic subject through).
+//!   vendor's sandbox API, which the erasure drill seeds its synthetic subject through);
+//! - `POST /v1/erasures` with a JSON body `{"email": ...}` → 202 `{"status": "deleted"}`, or
+//!   404 when unknown: the same deletion as a request with a body (bodies are recorded as
+//!   received, so tests can read exactly what a vendor would get).
 //!
 //! Its users live in `vendor/users.json` in the demo folder, written on every change. Tests
 //! make it misbehave as real vendors do ([`Faults`]): 5xx answers, answers slower than the
@@ -52,6 +55,8 @@ pub struct Received {
     pub probes: BTreeMap<String, u32>,
     /// PUT requests (test users created) per user.
     pub seeds: BTreeMap<String, u32>,
+    /// The bodies of `POST /v1/erasures` requests, as received.
+    pub erasure_bodies: Vec<String>,
     /// Requests refused for a missing or wrong token.
     pub unauthorized: u32,
 }
@@ -119,6 +124,9 @@ async fn handle(
     state: Arc<Mutex<State>>,
 ) -> std::result::Result<Response<Full<Bytes>>, std::convert::Infallible> {
     let path = req.uri().path().to_string();
+    if path == "/v1/erasures" && req.method() == hyper::Method::POST {
+        return Ok(erasure_request(req, state).await);
+    }
     let Some(user) = path.strip_prefix("/v1/users/").map(decode) else {
         return Ok(reply(
             StatusCode::NOT_FOUND,
@@ -220,6 +228,60 @@ async fn handle(
         tokio::time::sleep(delay).await;
     }
     Ok(action)
+}
+
+/// `POST /v1/erasures`: the body is recorded, then the user it names by `email` deleted.
+async fn erasure_request(
+    req: Request<hyper::body::Incoming>,
+    state: Arc<Mutex<State>>,
+) -> Response<Full<Bytes>> {
+    use http_body_util::BodyExt;
+    let token = req
+        .headers()
+        .get(hyper::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let body = match req.into_body().collect().await {
+        Ok(b) => String::from_utf8_lossy(&b.to_bytes()).into_owned(),
+        Err(_) => {
+            return reply(
+                StatusCode::BAD_REQUEST,
+                serde_json::json!({"error": "body"}),
+            );
+        }
+    };
+    let mut s = state.lock().expect("vendor state");
+    if let Some(want) = &s.faults.token
+        && token.as_deref() != Some(format!("Bearer {want}").as_str())
+    {
+        s.received.unauthorized += 1;
+        return reply(
+            StatusCode::UNAUTHORIZED,
+            serde_json::json!({"error": "unauthorized"}),
+        );
+    }
+    s.received.erasure_bodies.push(body.clone());
+    let email = serde_json::from_str::<serde_json::Value>(&body)
+        .ok()
+        .and_then(|v| v["email"].as_str().map(str::to_string));
+    let Some(email) = email else {
+        return reply(
+            StatusCode::BAD_REQUEST,
+            serde_json::json!({"error": "a JSON body with an email"}),
+        );
+    };
+    *s.received.deletes.entry(email.clone()).or_default() += 1;
+    if s.users.remove(&email).is_none() {
+        return reply(
+            StatusCode::NOT_FOUND,
+            serde_json::json!({"error": "unknown user"}),
+        );
+    }
+    save(&s);
+    reply(
+        StatusCode::ACCEPTED,
+        serde_json::json!({"status": "deleted"}),
+    )
 }
 
 impl Vendor {

@@ -3,19 +3,18 @@
 //! The same two tables PyIceberg's `SqlCatalog` and Java's `JdbcCatalog` create
 //! (`iceberg_tables` with `iceberg_type`, `iceberg_namespace_properties`), created here if
 //! missing, and the same compare-and-swap: `UPDATE … WHERE metadata_location = expected`, one
-//! row or none. The connection's driver runs on lethe's I/O runtime. Plain TCP only (no TLS
-//! yet): a server that requires TLS refuses the connection with its own message.
+//! row or none. The connection's driver runs on lethe's I/O runtime. TLS as the URI's
+//! `sslmode` and `sslrootcert` say (default `prefer`; [`crate::pg`]).
 //!
 //! The password is never part of the URI lethe stores or prints: it is given apart (from the
 //! environment or a file) in a `secrecy` type, and a URI that carries one is refused by the
 //! configuration before it gets here.
 
-use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use secrecy::{ExposeSecret, SecretString};
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::Client;
 
 use crate::error::{Error, Result};
 use crate::io;
@@ -82,30 +81,30 @@ impl Pg {
         password: Option<SecretString>,
         create: bool,
     ) -> Result<(Pg, String)> {
-        let mut config = tokio_postgres::Config::from_str(uri).map_err(|_| {
+        let target = crate::pg::parse(uri).map_err(|why| {
             Error::invalid(format!(
-                "`{}` is not a PostgreSQL URI (postgresql://user@host:port/database)",
+                "`{}` is not a PostgreSQL URI lethe can use (postgresql://user@host:port/database[?sslmode=verify-full&sslrootcert=FILE]): {why}",
                 redact_uri(uri)
             ))
         })?;
-        if config.get_password().is_some() {
+        if target.config.get_password().is_some() {
             return Err(Error::invalid(format!(
                 "{}: the URI carries a password; give it apart (PGPASSWORD or [catalog] password_env), so it never lands in lethe.toml or a log",
                 redact_uri(uri)
             )));
         }
-        if let Some(p) = &password {
-            config.password(p.expose_secret());
-        }
-        config.connect_timeout(Duration::from_secs(10));
-        config.application_name("lethe");
-        let place = place_of(&config);
+        let mut target = target;
+        target.config.application_name("lethe");
+        let place = place_of(&target.config);
         let p2 = place.clone();
         let client = io::run(async move {
-            let (client, connection) = config
-                .connect(NoTls)
-                .await
-                .map_err(|e| pg_error(&p2, "can't connect", e))?;
+            let (client, connection) = crate::pg::connect(
+                &target,
+                password.as_ref().map(|p| p.expose_secret()),
+                Some(Duration::from_secs(10)),
+            )
+            .await
+            .map_err(|e| Error::CatalogService(format!("postgresql {p2}: can't connect: {e}")))?;
             io::spawn(async move {
                 if let Err(e) = connection.await {
                     tracing::warn!("postgresql connection ended: {e}");

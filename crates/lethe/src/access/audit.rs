@@ -98,11 +98,7 @@ impl AuditLog {
         if let Some(dir) = self.path.parent() {
             std::fs::create_dir_all(dir).map_err(|e| Error::io(dir.display().to_string(), e))?;
         }
-        let mut f = crate::keys::private_options()
-            .append(true)
-            .create(true)
-            .open(&self.path)
-            .map_err(|e| Error::io(self.path.display().to_string(), e))?;
+        let mut f = crate::keys::open_private_append(&self.path)?;
         f.write_all(&line)
             .map_err(|e| Error::io(self.path.display().to_string(), e))
     }

@@ -17,7 +17,9 @@
 //!
 //! Restrictions ([`crate::requests::scope`]): while a restriction is in force, the view of
 //! every table its scope reaches also filters the restricted subject's rows out, under the row
-//! filter, for every role but those whose policy says `restricted = "show"`. The audit entry
+//! filter, for every role but those whose policy says `restricted = "show"`. The filter is
+//! `lethe_unrestricted(column)`, a function holding the restricted values: EXPLAIN (VERBOSE,
+//! ANALYZE) shows its name and column, never a restricted subject's value. The audit entry
 //! names the restriction requests applied.
 //!
 //! Guarantees:
@@ -29,7 +31,8 @@
 //!   under one of the session's views.
 //! - Every decision is written to the audit log ([`crate::access::audit`]) before the query runs or the
 //!   refusal is returned; the log records a hash of the SQL, never its text.
-//! - The key never appears in results, EXPLAIN output, logs or errors (tests).
+//! - The key never appears in results, EXPLAIN output, logs or errors (tests), and neither
+//!   does a restricted subject's value (`privacy::explain_under_a_restriction_…`).
 //!
 //! Not guaranteed: that a user predicate is evaluated only on rows the row filter keeps (the
 //! optimizer may reorder conjuncts; a predicate that errors on hidden rows can reveal that they

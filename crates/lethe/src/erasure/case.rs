@@ -186,25 +186,14 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8], private: bool) -> Result<(
         .parent()
         .ok_or_else(|| Error::Internal("no parent".into()))?;
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir.display().to_string(), e))?;
-    let tmp = path.with_extension("tmp");
-    {
+    let mode = if private {
+        crate::keys::FileMode::Private
+    } else {
+        crate::keys::FileMode::Default
+    };
+    crate::keys::replace_file(path, mode, |f| {
         use std::io::Write;
-        let mut opts = if private {
-            crate::keys::private_options()
-        } else {
-            std::fs::OpenOptions::new()
-        };
-        let mut f = opts
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)
-            .map_err(|e| Error::io(tmp.display().to_string(), e))?;
         f.write_all(bytes)
-            .map_err(|e| Error::io(tmp.display().to_string(), e))?;
-        f.sync_all()
-            .map_err(|e| Error::io(tmp.display().to_string(), e))?;
-    }
-    std::fs::rename(&tmp, path).map_err(|e| Error::io(path.display().to_string(), e))?;
-    Ok(())
+            .map_err(|e| Error::io(path.display().to_string(), e))
+    })
 }

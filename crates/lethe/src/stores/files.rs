@@ -1,7 +1,8 @@
 //! Files outside the warehouse (exports, a raw zone): one file or a folder of them.
 //!
 //! Delete: each Parquet, CSV or JSON-lines file holding the subject is rewritten without the
-//! subject's records (written to a temporary file beside it, then renamed over it), or removed
+//! subject's records (written to a temporary file beside it, created private, given the
+//! file's own mode, synced, then renamed over it: [`crate::keys::replace_file`]), or removed
 //! when the store says `delete = "remove"`. Other formats can't be rewritten record by record:
 //! a file of another format holding the subject is an error naming it (use `remove`). Probe:
 //! the proof scan ([`lethe_scan`]) over the store's path, searching the subject field's values
@@ -131,13 +132,7 @@ impl FilesStore {
                     kept.push(arrow::compute::filter_record_batch(b, &keep)?);
                 }
                 if !found.is_empty() && !dry && !self.remove {
-                    let tmp = p.with_extension(format!(
-                        "lethe-tmp.{}",
-                        p.extension().and_then(|e| e.to_str()).unwrap_or("")
-                    ));
-                    crate::batchio::write_batches(&tmp, &kept)?;
-                    std::fs::rename(&tmp, p)
-                        .map_err(|e| crate::Error::io(p.display().to_string(), e))?;
+                    crate::batchio::replace_batches(p, &kept, crate::keys::FileMode::Keep)?;
                 }
             }
             Format::JsonLines => {
@@ -157,11 +152,11 @@ impl FilesStore {
                     }
                 }
                 if !found.is_empty() && !dry && !self.remove {
-                    let tmp = p.with_extension("lethe-tmp.jsonl");
-                    std::fs::write(&tmp, out)
-                        .map_err(|e| crate::Error::io(tmp.display().to_string(), e))?;
-                    std::fs::rename(&tmp, p)
-                        .map_err(|e| crate::Error::io(p.display().to_string(), e))?;
+                    crate::keys::replace_file(p, crate::keys::FileMode::Keep, |f| {
+                        use std::io::Write;
+                        f.write_all(out.as_bytes())
+                            .map_err(|e| crate::Error::io(p.display().to_string(), e))
+                    })?;
                 }
             }
             Format::Other => {}
@@ -451,10 +446,7 @@ impl FilesStore {
                     crate::batchio::write_batches(&target, &[row])?;
                 } else {
                     all.push(row);
-                    let tmp = target.with_extension(format!("lethe-tmp.{ext}"));
-                    crate::batchio::write_batches(&tmp, &all)?;
-                    std::fs::rename(&tmp, &target)
-                        .map_err(|e| crate::Error::io(target.display().to_string(), e))?;
+                    crate::batchio::replace_batches(&target, &all, crate::keys::FileMode::Keep)?;
                 }
             }
             Format::JsonLines => {
@@ -572,6 +564,60 @@ mod tests {
         assert_eq!(
             s.subject_values().await.unwrap().unwrap(),
             vec!["1", "2", "7"]
+        );
+    }
+
+    /// Issue 44 item 13: a rewritten export keeps its mode (an export shared with a group
+    /// stays so; one kept private stays private), and leaves no temporary file.
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn a_rewritten_file_keeps_its_mode() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("exports");
+        std::fs::create_dir_all(&root).unwrap();
+        let files = [
+            ("a.csv", "learner_id,n\n3590,1\n2,2\n", 0o640),
+            (
+                "b.jsonl",
+                "{\"learner_id\":3590}\n{\"learner_id\":2}\n",
+                0o600,
+            ),
+            ("c.csv", "learner_id,n\n3590,1\n2,2\n", 0o604),
+        ];
+        for (f, text, mode) in files {
+            std::fs::write(root.join(f), text).unwrap();
+            std::fs::set_permissions(root.join(f), std::fs::Permissions::from_mode(mode)).unwrap();
+        }
+        let s = FilesStore {
+            name: "exports".into(),
+            path: root.clone(),
+            field: "learner_id".into(),
+            remove: false,
+        };
+        let subj = [StoreSubject {
+            request: "r".into(),
+            values: vec!["3590".into()],
+            traces: vec![],
+        }];
+        assert_eq!(s.delete(&subj).await.unwrap().records, vec![3]);
+        for (f, _, mode) in files {
+            let got = std::fs::metadata(root.join(f))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o7777;
+            assert_eq!(got, mode, "{f} lost its mode");
+            assert!(
+                !std::fs::read_to_string(root.join(f))
+                    .unwrap()
+                    .contains("3590")
+            );
+        }
+        assert_eq!(
+            std::fs::read_dir(&root).unwrap().count(),
+            3,
+            "a temporary file was left"
         );
     }
 }

@@ -1,8 +1,8 @@
 //! A vendor's system reached through its deletion API (an error reporter, a support desk).
 //!
 //! Configured as two requests, a deletion and a probe: method, URL template (`{subject}` is the
-//! subject reference, percent-encoded; `${VAR}` an environment variable), an optional JSON body,
-//! and how statuses map (delete: `ok` = done, default 200/202/204; probe: `ok` = found, default
+//! subject reference, percent-encoded; `${VAR}` an environment variable), an optional JSON body
+//! (a JSON document whose strings may hold `{subject}` and `${VAR}`), and how statuses map (delete: `ok` = done, default 200/202/204; probe: `ok` = found, default
 //! 200, with an optional JSON pointer to a count; `absent` = the vendor doesn't know the
 //! subject, default 404/410). The credential is a header whose value comes from the environment
 //! (`auth_env`), kept in a `secrecy` type and marked sensitive: it never appears in logs, errors
@@ -12,6 +12,14 @@
 //! (`retries` attempts, first wait `backoff_ms`); any other status is an error at once. A
 //! failure after the retries is an error naming the store, which leaves the request open and
 //! resumable. Many subjects are sent as concurrent requests (8 at a time).
+//!
+//! Templates are rendered in one pass over the configured text: `${VAR}` expands to the
+//! variable's value and `{subject}` to the subject's value, and neither inserted text is ever
+//! read for placeholders again. So a subject value that looks like a placeholder (an email such
+//! as `${LETHE_REGISTER_KEY}@example.org`, valid by RFC 5322) goes to the vendor as written,
+//! never as the secret it names. In a body the value is inserted into a JSON string of the
+//! parsed document and the document serialized again: it is always one JSON string, escaped,
+//! never JSON syntax (a quote in a value can't add a field).
 //!
 //! Seed (the drill): `seed_request`, when the store gives one, creates the synthetic subject at
 //! the vendor (a test user); the erasure's deletion request removes it.
@@ -51,25 +59,105 @@ impl std::fmt::Debug for HttpStore {
     }
 }
 
-/// Replaces `${VAR}` with the environment's value.
-fn expand_env(store: &str, s: &str) -> Result<String> {
-    let mut out = String::new();
+/// One piece of a request template.
+#[derive(Debug, Clone, PartialEq)]
+enum Piece<'a> {
+    /// Text sent as written.
+    Text(&'a str),
+    /// `${VAR}`: an environment variable's value.
+    Env(&'a str),
+    /// `{subject}`: the subject's value.
+    Subject,
+}
+
+/// The pieces of `s`, in order (`${` without its `}` is an error naming the template).
+fn pieces<'a>(store: &str, s: &'a str) -> Result<Vec<Piece<'a>>> {
+    let mut out = Vec::new();
     let mut rest = s;
-    while let Some(i) = rest.find("${") {
-        out.push_str(&rest[..i]);
-        let after = &rest[i + 2..];
-        let j = after
-            .find('}')
-            .ok_or_else(|| error(store, format!("unclosed ${{ in `{s}`")))?;
-        let var = &after[..j];
-        out.push_str(
-            &std::env::var(var)
-                .map_err(|_| error(store, format!("the environment variable {var} is not set")))?,
-        );
-        rest = &after[j + 1..];
+    loop {
+        let env = rest.find("${");
+        let subject = rest.find("{subject}");
+        let (i, is_env) = match (env, subject) {
+            (None, None) => break,
+            (Some(e), Some(j)) if j < e => (j, false),
+            (Some(e), _) => (e, true),
+            (None, Some(j)) => (j, false),
+        };
+        if i > 0 {
+            out.push(Piece::Text(&rest[..i]));
+        }
+        if is_env {
+            let after = &rest[i + 2..];
+            let j = after
+                .find('}')
+                .ok_or_else(|| error(store, format!("unclosed ${{ in `{s}`")))?;
+            out.push(Piece::Env(&after[..j]));
+            rest = &after[j + 1..];
+        } else {
+            out.push(Piece::Subject);
+            rest = &rest[i + "{subject}".len()..];
+        }
     }
-    out.push_str(rest);
+    if !rest.is_empty() {
+        out.push(Piece::Text(rest));
+    }
     Ok(out)
+}
+
+/// Renders `template` in one pass: `${VAR}` from the environment, `{subject}` as
+/// `subject` (already encoded for where it goes). Inserted text is never scanned again.
+fn render(store: &str, template: &str, subject: &str) -> Result<String> {
+    let mut out = String::with_capacity(template.len() + subject.len());
+    for p in pieces(store, template)? {
+        match p {
+            Piece::Text(t) => out.push_str(t),
+            Piece::Subject => out.push_str(subject),
+            Piece::Env(var) => {
+                out.push_str(&std::env::var(var).map_err(|_| {
+                    error(store, format!("the environment variable {var} is not set"))
+                })?)
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A JSON body template rendered for one subject value: the template parsed as JSON, each of
+/// its strings (keys too) rendered by [`render`], the document serialized again — so the
+/// value lands inside one JSON string, escaped, whatever it holds.
+fn render_body(store: &str, template: &str, subject: &str) -> Result<String> {
+    fn walk(store: &str, v: &mut serde_json::Value, subject: &str) -> Result<()> {
+        match v {
+            serde_json::Value::String(s) => *s = render(store, s, subject)?,
+            serde_json::Value::Array(a) => {
+                for x in a {
+                    walk(store, x, subject)?;
+                }
+            }
+            serde_json::Value::Object(o) => {
+                let old = std::mem::take(o);
+                for (k, mut x) in old {
+                    walk(store, &mut x, subject)?;
+                    o.insert(render(store, &k, subject)?, x);
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+    let mut doc = parse_body(template).map_err(|m| error(store, m))?;
+    walk(store, &mut doc, subject)?;
+    Ok(serde_json::to_string(&doc)?)
+}
+
+/// A body template as JSON, or why it isn't (for the registry's check: `{subject}` must be
+/// inside a JSON string, e.g. `{"email": "{subject}"}`).
+pub(crate) fn parse_body(template: &str) -> std::result::Result<serde_json::Value, String> {
+    serde_json::from_str(template).map_err(|e| {
+        format!(
+            "the body is not JSON ({e}): write it as a JSON document with {{subject}} and ${{VAR}} inside strings, e.g. '{{\"email\": \"{{subject}}\"}}'"
+        )
+    })
 }
 
 /// Percent-encodes a path segment or query value (RFC 3986 unreserved characters kept).
@@ -142,7 +230,7 @@ impl HttpStore {
         value: &str,
         default_ok: &[u16],
     ) -> Result<Outcome> {
-        let url = expand_env(&self.name, &req.url.replace("{subject}", &encode(value)))?;
+        let url = render(&self.name, &req.url, &encode(value))?;
         let method = reqwest::Method::from_bytes(req.method.to_ascii_uppercase().as_bytes())
             .map_err(|_| {
                 error(
@@ -161,13 +249,7 @@ impl HttpStore {
             &req.absent
         };
         let body = match &req.body {
-            Some(b) => {
-                let quoted = serde_json::to_string(value)?;
-                Some(expand_env(
-                    &self.name,
-                    &b.replace("{subject}", quoted.trim_matches('"')),
-                )?)
-            }
+            Some(b) => Some(render_body(&self.name, b, value)?),
             None => None,
         };
         let shown = format!("{} {}", req.method, req.url);
@@ -386,6 +468,33 @@ mod tests {
             "ALEXA.REED3590%40POST.EXAMPLE"
         );
         assert_eq!(encode("a b/c"), "a%20b%2Fc");
+    }
+
+    #[test]
+    fn templates_render_in_one_pass_and_a_value_is_never_expanded() {
+        // (PATH is set wherever the tests run; no test sets a variable: that would race)
+        let path = std::env::var("PATH").unwrap();
+        assert_eq!(
+            render("v", "${PATH}/u/{subject}", "a%40b").unwrap(),
+            format!("{path}/u/a%40b")
+        );
+        assert_eq!(
+            render("v", "x/{subject}", "${PATH}@example.org").unwrap(),
+            "x/${PATH}@example.org"
+        );
+        assert!(render("v", "x/${PATH", "s").is_err());
+        let body = render_body(
+            "v",
+            r#"{"email": "{subject}", "note": "by ${PATH}", "list": ["{subject}"]}"#,
+            "${PATH}\"@x.org",
+        )
+        .unwrap();
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(v["email"], "${PATH}\"@x.org");
+        assert_eq!(v["list"][0], "${PATH}\"@x.org");
+        assert_eq!(v["note"], format!("by {path}"));
+        assert_eq!(v.as_object().unwrap().len(), 3, "{body}");
+        assert!(parse_body(r#"{"id": {subject}}"#).is_err());
     }
 
     #[test]

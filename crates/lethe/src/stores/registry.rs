@@ -147,7 +147,8 @@ pub struct HttpRequest {
     /// The URL: `{subject}` is replaced by the subject reference (percent-encoded), `${VAR}`
     /// by an environment variable.
     pub url: String,
-    /// A JSON body (same substitutions), for POST/PUT.
+    /// A JSON body, for POST/PUT: a JSON document whose strings may hold `{subject}` (the
+    /// subject's value, inserted as JSON string content) and `${VAR}`.
     #[serde(default)]
     pub body: Option<String>,
     /// Statuses that mean done (delete) or found (probe). Defaults: delete 200, 202, 204;
@@ -775,6 +776,11 @@ fn check_kind(f: &Registry, name: &str, s: &StoreConfig) -> Result<()> {
                         &format!("{}.url", at(k)),
                         "the URL must start with http:// or https:// (or ${VARIABLE})",
                     ));
+                }
+                if let Some(b) = r.as_ref().and_then(|r| r.body.as_deref())
+                    && let Err(why) = super::http::parse_body(b)
+                {
+                    return Err(f.error_at(&format!("{}.body", at(k)), why));
                 }
             }
         }

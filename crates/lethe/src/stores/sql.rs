@@ -146,10 +146,14 @@ fn lite_err(store: &str, what: &str, e: rusqlite::Error) -> crate::Error {
     error(store, format!("{what}: {e}"))
 }
 
+/// Connects with TLS as the URL's `sslmode` and `sslrootcert` say (default `prefer`;
+/// [`lethe_iceberg::pg`]). Errors never show the URL (it may hold a password).
 async fn pg_connect(store: &str, url: &SecretString) -> Result<tokio_postgres::Client> {
-    let (client, conn) = tokio_postgres::connect(url.expose_secret(), tokio_postgres::NoTls)
+    let target = lethe_iceberg::pg::parse(url.expose_secret())
+        .map_err(|why| error(store, format!("its connection URL can't be used: {why}")))?;
+    let (client, conn) = lethe_iceberg::pg::connect(&target, None, None)
         .await
-        .map_err(|e| pg_err(store, "can't connect", e))?;
+        .map_err(|e| error(store, format!("can't connect: {e}")))?;
     tokio::spawn(async move {
         if let Err(e) = conn.await {
             tracing::warn!("postgres connection ended: {e}");

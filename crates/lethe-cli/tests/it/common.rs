@@ -333,3 +333,17 @@ impl Folder {
         serde_json::from_str(&self.run(args, code)).expect("JSON")
     }
 }
+
+/// Writes a key file as lethe requires it: readable by its owner only (mode 0600).
+pub fn write_private(path: &Path, bytes: impl AsRef<[u8]>) {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .unwrap();
+    f.write_all(bytes.as_ref()).unwrap();
+}

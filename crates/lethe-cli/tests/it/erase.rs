@@ -633,7 +633,7 @@ async fn a_blocked_table_refuses_the_whole_erasure_before_any_change() {
     );
     // Each way it names gets past the key (to the blocked tables' refusal).
     let elsewhere = demo.tmp.path().join("my-register.key");
-    std::fs::write(&elsewhere, &key).unwrap();
+    crate::common::write_private(&elsewhere, &key);
     let past_the_key = |out: std::process::Output| {
         let err = String::from_utf8_lossy(&out.stderr).into_owned();
         assert!(
@@ -662,7 +662,7 @@ async fn a_blocked_table_refuses_the_whole_erasure_before_any_change() {
             .output()
             .unwrap(),
     );
-    std::fs::write(demo.dir.join("state/register.key"), &key).unwrap();
+    crate::common::write_private(&demo.dir.join("state/register.key"), &key);
     past_the_key(demo.lethe(&args));
     let _ = BTreeSet::<i32>::new();
     let _ = append;

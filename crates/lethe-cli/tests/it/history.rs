@@ -329,7 +329,7 @@ async fn rewrite_beside(f: Fixture, append: impl Fn() + Send + Sync + 'static) {
     use std::sync::atomic::{AtomicBool, Ordering};
     f.allow_rewrite();
     let key_file = f.home.join("register.key");
-    std::fs::write(&key_file, KEY).unwrap();
+    crate::common::write_private(&key_file, KEY);
     let ws = lethe::workspace::Workspace::open(
         &lethe::config::Config::load(&f.home.join("lethe.toml")).unwrap(),
     )

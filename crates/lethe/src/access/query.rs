@@ -974,9 +974,16 @@ impl Session {
     /// Runs `sql` under the policy (audited) and collects the result.
     pub async fn query(&self, sql: &str) -> Result<QueryResult> {
         let (plan, audit) = self.plan(sql).await?;
+        tracing::debug!(
+            tables = audit.tables.len(),
+            rules = audit.rules.len(),
+            "query planned under the policy"
+        );
         let df = self.ctx.execute_logical_plan(plan).await?;
         let schema: SchemaRef = Arc::new(df.schema().as_arrow().clone());
         let batches = df.collect().await?;
+        let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+        tracing::debug!(rows, "query answered");
         Ok(QueryResult {
             schema,
             batches,

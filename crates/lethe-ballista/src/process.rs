@@ -36,7 +36,7 @@ use tonic::service::interceptor::InterceptedService;
 
 use crate::codec::{LetheLogicalCodec, LethePhysicalCodec};
 use crate::error::{Error, Result};
-use crate::security::{ClientSecurity, ClientTls, ClusterSecret, Gate, ServerTls, tls_tunnel};
+use crate::security::{ClientSecurity, ClientTls, ClusterSecret, Gate, ServerTls};
 
 /// How `lethe scheduler` runs. Defaults: executors lost after 10 s of silence, a task tried
 /// 4 times.
@@ -232,15 +232,7 @@ pub async fn run_executor(opts: ExecutorOptions) -> Result<()> {
         secret: opts.secret.clone(),
         tls: opts.tls_ca.clone(),
     };
-    // Ballista connects to the scheduler at an http:// address of its making: with TLS, it
-    // connects to a loopback tunnel in this process that wraps the connection in TLS.
-    let (scheduler_host, scheduler_port) = match &opts.tls_ca {
-        Some(ca) => (
-            "127.0.0.1".to_string(),
-            tls_tunnel(opts.scheduler.to_string(), ca).await?,
-        ),
-        None => (opts.scheduler.ip().to_string(), opts.scheduler.port()),
-    };
+    let (scheduler_host, scheduler_port) = (opts.scheduler.ip().to_string(), opts.scheduler.port());
     let port = match opts.flight_port {
         0 => free_port(opts.bind)?,
         p => p,

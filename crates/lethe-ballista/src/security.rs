@@ -13,9 +13,9 @@
 //!
 //! **TLS.** A server with `--tls-cert`/`--tls-key` ([`ServerTls`]) serves TLS; a client with a
 //! CA file ([`ClientTls`]) connects with TLS and verifies the server's certificate against it.
-//! Ballista's executor connects to the scheduler at an `http://` address it builds itself, so
-//! an executor reaches a TLS scheduler through [`tls_tunnel`]: a loopback listener in the
-//! executor's process that wraps each connection in TLS.
+//! Ballista's executor connects to the scheduler at `http://` addresses it builds itself (the
+//! one it is given, and the scheduler's own name a task carries); the endpoint override makes
+//! such an endpoint again at `https://`.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -190,29 +190,6 @@ impl ClientTls {
     fn config(&self) -> ClientTlsConfig {
         ClientTlsConfig::new().ca_certificate(Certificate::from_pem(self.pem.as_ref().clone()))
     }
-
-    /// A rustls client configuration trusting this CA only.
-    fn rustls(&self) -> Result<rustls::ClientConfig> {
-        use rustls::pki_types::CertificateDer;
-        use rustls::pki_types::pem::PemObject;
-        let mut roots = rustls::RootCertStore::empty();
-        for c in CertificateDer::pem_slice_iter(&self.pem) {
-            let c = c.map_err(|e| {
-                Error::Invalid(format!("the TLS CA file {}: {e}", self.ca.display()))
-            })?;
-            roots.add(c).map_err(|e| {
-                Error::Invalid(format!("the TLS CA file {}: {e}", self.ca.display()))
-            })?;
-        }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut config = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| Error::Invalid(format!("TLS: {e}")))?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        config.alpn_protocols = vec![b"h2".to_vec()];
-        Ok(config)
-    }
 }
 
 /// What a process sends and checks: the secret's token and the CA to verify servers with.
@@ -237,8 +214,10 @@ impl ClientSecurity {
         self.secret.is_none() && self.tls.is_none()
     }
 
-    /// The override of every gRPC endpoint Ballista builds: the token in `user-agent`, and TLS
-    /// (which tonic uses for `https://` addresses only).
+    /// The override of every gRPC endpoint Ballista builds: the token in `user-agent`, and
+    /// with TLS the endpoint made again at `https://` with TLS (Ballista builds the executors'
+    /// connections to the scheduler at `http://` addresses, and tonic uses TLS for `https://`
+    /// ones only).
     pub fn endpoint_override(&self) -> EndpointOverride {
         let agent = self.secret.as_ref().map(|s| {
             let mut v = tonic::codegen::http::HeaderValue::from_str(&format!(
@@ -251,6 +230,21 @@ impl ClientSecurity {
         });
         let tls = self.tls.as_ref().map(|t| t.config());
         Arc::new(move |mut ep: Endpoint| {
+            if tls.is_some() && ep.uri().scheme_str() == Some("http") {
+                let authority = ep
+                    .uri()
+                    .authority()
+                    .map(|a| a.to_string())
+                    .unwrap_or_default();
+                let connect = ep
+                    .get_connect_timeout()
+                    .unwrap_or(std::time::Duration::from_secs(20));
+                let keepalive = ep.get_tcp_keepalive();
+                ep = Endpoint::from_shared(format!("https://{authority}"))?
+                    .connect_timeout(connect)
+                    .tcp_nodelay(true)
+                    .tcp_keepalive(keepalive);
+            }
             if let Some(a) = &agent {
                 ep = ep.user_agent(a.clone())?;
             }
@@ -320,54 +314,4 @@ impl tonic::service::Interceptor for Gate {
     fn call(&mut self, req: Request<()>) -> std::result::Result<Request<()>, Status> {
         self.check(req)
     }
-}
-
-/// Starts a listener on 127.0.0.1 that forwards each connection to `server` (`HOST:PORT`)
-/// wrapped in TLS verified against `tls`'s CA; returns its port. For Ballista's executor,
-/// whose connection to the scheduler is built inside Ballista at an `http://` address.
-pub async fn tls_tunnel(server: String, tls: &ClientTls) -> Result<u16> {
-    let (host, _) = server
-        .rsplit_once(':')
-        .ok_or_else(|| Error::Invalid(format!("`{server}` is not HOST:PORT")))?;
-    let host = host
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_string();
-    let name = rustls::pki_types::ServerName::try_from(host.clone())
-        .map_err(|_| Error::Invalid(format!("`{host}` is not a host name or address")))?;
-    let connector = tokio_rustls::TlsConnector::from(Arc::new(tls.rustls()?));
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
-        .await
-        .map_err(|e| Error::Invalid(format!("no loopback port for the TLS tunnel: {e}")))?;
-    let port = listener
-        .local_addr()
-        .map_err(|e| Error::Invalid(format!("TLS tunnel: {e}")))?
-        .port();
-    tokio::spawn(async move {
-        loop {
-            let Ok((mut inner, _)) = listener.accept().await else {
-                continue;
-            };
-            let connector = connector.clone();
-            let name = name.clone();
-            let server = server.clone();
-            tokio::spawn(async move {
-                let tcp = match tokio::net::TcpStream::connect(&server).await {
-                    Ok(t) => t,
-                    Err(e) => {
-                        tracing::warn!("TLS tunnel to {server}: {e}");
-                        return;
-                    }
-                };
-                let _ = tcp.set_nodelay(true);
-                match connector.connect(name, tcp).await {
-                    Ok(mut outer) => {
-                        let _ = tokio::io::copy_bidirectional(&mut inner, &mut outer).await;
-                    }
-                    Err(e) => tracing::warn!("TLS to {server}: {e}"),
-                }
-            });
-        }
-    });
-    Ok(port)
 }

@@ -21,8 +21,17 @@
 # tasks each executor runs at once. LETHE_EXECUTOR1_FAILPOINTS: FAILPOINTS for the first
 # executor only (a failpoints build; the fault test makes it die mid-task).
 #
+# The cluster's secret (docs/cluster.md): the file LETHE_CLUSTER_SECRET_FILE names when it is
+# set (so a second cluster started from the tests shares the first one's), else a fresh random
+# one written to STATE_DIR/ballista/secret (mode 0600); the scheduler and executors get it with
+# --secret-file. TLS when LETHE_BALLISTA_TLS_CERT, LETHE_BALLISTA_TLS_KEY and
+# LETHE_BALLISTA_TLS_CA are set (PEM files; the certificate must name 127.0.0.1): the scheduler
+# and every executor serve it, executors check it against the CA.
+#
 # Environment written: LETHE_BALLISTA_SCHEDULER (HOST:PORT), LETHE_BALLISTA_DIR,
-# LETHE_BALLISTA_EXECUTOR_PIDS (space-separated), LETHE_BALLISTA_SCHEDULER_PID.
+# LETHE_BALLISTA_EXECUTOR_PIDS (space-separated), LETHE_BALLISTA_SCHEDULER_PID,
+# LETHE_CLUSTER_SECRET_FILE (the secret's file, for clients), and with TLS
+# LETHE_BALLISTA_TLS_CA.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 
@@ -82,7 +91,7 @@ start_executor() {
   mkdir -p "$dir/executor-$i"
   [ "$i" = 1 ] && fp=${LETHE_EXECUTOR1_FAILPOINTS:-}
   FAILPOINTS="$fp" LETHE_LOG="${LETHE_EXECUTOR_LOG:-info},ballista_executor::executor_server=info" setsid "$bin" executor --scheduler "127.0.0.1:$port" \
-    --tasks "${LETHE_EXECUTOR_TASKS:-2}" --work-dir "$dir/executor-$i/work" \
+    "${security[@]}" "${executor_tls[@]}" --tasks "${LETHE_EXECUTOR_TASKS:-2}" --work-dir "$dir/executor-$i/work" \
     >"$dir/executor-$i.log" 2>&1 </dev/null &
   echo $! >"$dir/executor-$i.pid"
 }
@@ -93,10 +102,26 @@ start_all() {
   [ -x "$bin" ] || die "no lethe binary at $bin (build it first, or set LETHE_BIN)"
   if [ -f "$dir/scheduler.pid" ] && alive "$(cat "$dir/scheduler.pid")"; then die "a cluster is already running in $dir"; fi
   rm -rf "$dir"; mkdir -p "$dir"
+  local secret=${LETHE_CLUSTER_SECRET_FILE:-}
+  if [ -z "$secret" ]; then
+    secret="$dir/secret"
+    (umask 077; python3 -c 'import secrets; print(secrets.token_hex(32))' >"$secret")
+  fi
+  [ -f "$secret" ] || die "no cluster secret file at $secret"
+  security=(--secret-file "$secret")
+  server_tls=(); executor_tls=(); tls_ca=
+  if [ -n "${LETHE_BALLISTA_TLS_CERT:-}" ]; then
+    [ -n "${LETHE_BALLISTA_TLS_KEY:-}" ] && [ -n "${LETHE_BALLISTA_TLS_CA:-}" ] ||
+      die "LETHE_BALLISTA_TLS_CERT needs LETHE_BALLISTA_TLS_KEY and LETHE_BALLISTA_TLS_CA"
+    server_tls=(--tls-cert "$LETHE_BALLISTA_TLS_CERT" --tls-key "$LETHE_BALLISTA_TLS_KEY")
+    executor_tls=("${server_tls[@]}" --tls-ca "$LETHE_BALLISTA_TLS_CA")
+    tls_ca=$LETHE_BALLISTA_TLS_CA
+  fi
   t0=$(date +%s.%N)
   for attempt in 1 2 3; do
     port=$(free_port)
     LETHE_LOG="${LETHE_SCHEDULER_LOG:-info}" setsid "$bin" scheduler --bind "127.0.0.1:$port" --executor-timeout 6s \
+      "${security[@]}" "${server_tls[@]}" \
       >"$dir/scheduler.log" 2>&1 </dev/null &
     echo $! >"$dir/scheduler.pid"
     for _ in $(seq 200); do
@@ -139,7 +164,9 @@ export LETHE_BALLISTA_SCHEDULER=127.0.0.1:$port
 export LETHE_BALLISTA_DIR=$dir
 export LETHE_BALLISTA_SCHEDULER_PID=$(cat "$dir/scheduler.pid")
 export LETHE_BALLISTA_EXECUTOR_PIDS="${pids# }"
+export LETHE_CLUSTER_SECRET_FILE=$secret
 EOF
+  if [ -n "$tls_ca" ]; then echo "export LETHE_BALLISTA_TLS_CA=$tls_ca" >>"$state/ballista.env"; fi
   local owner=${LETHE_SERVICES_OWNER_PID:-}
   if [ -n "$owner" ]; then
     setsid bash -c 'while kill -0 "$1" 2>/dev/null; do sleep 1; done; exec bash "$2" stop "$3"' \

@@ -93,6 +93,8 @@ if [ "${LETHE_BALLISTA:-1}" = 1 ]; then
   else
     trap cleanup_ballista EXIT
   fi
+  # A fresh cluster secret (ballista.sh writes it, mode 0600, and exports its file for the tests).
+  LETHE_CLUSTER_SECRET_FILE= \
   LETHE_EXECUTOR_LOG="${LETHE_EXECUTOR_LOG:-info,ballista_executor=debug,ballista_core=debug,lethe_ballista=debug,lethe_iceberg=debug,lethe_scan=debug}" LETHE_SERVICES_OWNER_PID=$$ \
     bash scripts/ballista.sh start "$LETHE_BALLISTA_STATE" 2
   set -a

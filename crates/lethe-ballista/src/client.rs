@@ -60,6 +60,8 @@ pub struct EngineSettings {
     /// While a job runs, an empty job is submitted this often (see
     /// [`BallistaEngine::collect_nudging`]); default 3 s.
     pub revive_every: std::time::Duration,
+    /// The cluster's secret, sent on every call, and the CA for TLS (default: none of them).
+    pub security: crate::security::ClientSecurity,
 }
 
 impl EngineSettings {
@@ -73,6 +75,7 @@ impl EngineSettings {
             rewrite_files_per_task: 1,
             retries: 2,
             revive_every: std::time::Duration::from_secs(3),
+            security: Default::default(),
         }
     }
 
@@ -80,6 +83,7 @@ impl EngineSettings {
         let s = self.scheduler.trim();
         let hostport = s
             .strip_prefix("http://")
+            .or_else(|| s.strip_prefix("https://"))
             .or_else(|| s.strip_prefix("df://"))
             .unwrap_or(s);
         let ok = hostport
@@ -90,7 +94,12 @@ impl EngineSettings {
                 "scheduler `{s}` is not HOST:PORT (e.g. 127.0.0.1:50050)"
             )));
         }
-        Ok(format!("http://{hostport}"))
+        let scheme = if self.security.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        Ok(format!("{scheme}://{hostport}"))
     }
 }
 
@@ -143,7 +152,15 @@ impl BallistaEngine {
         let config = SessionConfig::new_with_ballista()
             .with_ballista_logical_extension_codec(Arc::new(LetheLogicalCodec::default()))
             .with_ballista_physical_extension_codec(Arc::new(LethePhysicalCodec::default()))
-            .with_ballista_job_name(job_name);
+            .with_ballista_job_name(job_name)
+            .with_ballista_use_tls(self.settings.security.tls.is_some());
+        let config = if self.settings.security.is_empty() {
+            config
+        } else {
+            config.with_ballista_override_create_grpc_client_endpoint(
+                self.settings.security.endpoint_override(),
+            )
+        };
         let state = SessionStateBuilder::new()
             .with_config(config)
             .with_default_features()

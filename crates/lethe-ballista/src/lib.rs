@@ -17,6 +17,8 @@
 //! - [`client`]: [`client::BallistaEngine`], the client side — it cuts work into tasks,
 //!   submits them, collects results, cleans up after tasks that ran twice; the caller
 //!   makes the one commit (executors never commit);
+//! - [`security`]: the cluster's shared secret (a token on every call, checked by the
+//!   scheduler and the executors' result servers) and TLS;
 //! - [`process`]: the scheduler and executor processes (`lethe scheduler`, `lethe executor`)
 //!   on the stock `ballista-scheduler` and `ballista-executor` libraries with lethe's codecs.
 //!
@@ -32,6 +34,7 @@ pub mod error;
 pub mod exec;
 pub mod process;
 pub mod query;
+pub mod security;
 pub mod wire;
 
 pub use client::{BallistaEngine, EngineSettings, JobStats};

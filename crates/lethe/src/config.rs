@@ -41,6 +41,8 @@
 //! scheduler = "127.0.0.1:50050"  # the Ballista scheduler (`lethe scheduler`)
 //! task_mib = 64                # scan tasks of at most this many MiB of files
 //! task_objects = 256           # ... and this many files
+//! secret_file = "cluster.secret"  # the cluster's secret (mode 0600; else LETHE_CLUSTER_SECRET)
+//! tls_ca = "cluster-ca.pem"    # TLS to the cluster, its certificates checked against this CA
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -110,6 +112,10 @@ pub struct EngineConfig {
     pub task_mib: Option<u64>,
     /// Files per scan task at most.
     pub task_objects: Option<usize>,
+    /// The file holding the cluster's shared secret (relative paths from lethe.toml's folder).
+    pub secret_file: Option<PathBuf>,
+    /// The CA file the cluster's TLS certificates are checked against (None: clear).
+    pub tls_ca: Option<PathBuf>,
 }
 
 /// The catalog section.
@@ -279,6 +285,8 @@ struct RawEngine {
     scheduler: Option<String>,
     task_mib: Option<u64>,
     task_objects: Option<usize>,
+    secret_file: Option<String>,
+    tls_ca: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -455,6 +463,8 @@ impl Config {
                 scheduler: engine.scheduler.clone(),
                 task_mib: engine.task_mib,
                 task_objects: engine.task_objects,
+                secret_file: engine.secret_file.as_ref().map(|p| root.join(p)),
+                tls_ca: engine.tls_ca.as_ref().map(|p| root.join(p)),
             },
             file: file.clone(),
             root,

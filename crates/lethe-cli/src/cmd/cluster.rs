@@ -12,6 +12,7 @@ use lethe::config::{EngineKind, WarehouseLocation};
 use lethe::engine::Engines;
 use lethe::workspace::Workspace;
 use lethe_ballista::process::{ExecutorOptions, SchedulerOptions, run_executor, run_scheduler};
+use lethe_ballista::security::{ClientSecurity, ClientTls, ClusterSecret, ServerTls};
 use lethe_ballista::wire::StoreSpec;
 use lethe_ballista::{BallistaEngine, EngineSettings};
 use lethe_iceberg::clock::parse_duration;
@@ -79,6 +80,10 @@ impl EngineArgs {
         if let Some(n) = cfg.task_objects {
             settings.task_objects = n;
         }
+        settings.security = ClientSecurity {
+            secret: ClusterSecret::load(cfg.secret_file.as_deref())?,
+            tls: cfg.tls_ca.clone().map(ClientTls::new).transpose()?,
+        };
         let engine = Arc::new(BallistaEngine::new(settings)?);
         Ok((
             Engines {
@@ -110,13 +115,47 @@ pub fn report_jobs(engine: Option<&BallistaEngine>) {
     }
 }
 
+/// The cluster's secret and TLS, for `lethe scheduler` and `lethe executor`.
+#[derive(Debug, Args)]
+pub struct SecurityArgs {
+    /// The file holding the cluster's shared secret (mode 0600, at least 16 characters);
+    /// default: the file LETHE_CLUSTER_SECRET_FILE names, else LETHE_CLUSTER_SECRET. Every call
+    /// to this process must then carry it; without any, calls are not checked.
+    #[arg(long, value_name = "PATH")]
+    secret_file: Option<PathBuf>,
+    /// The certificate (PEM) this process serves TLS with (with --tls-key).
+    #[arg(long, value_name = "PATH", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The private key (PEM, mode 0600) of --tls-cert.
+    #[arg(long, value_name = "PATH", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+}
+
+impl SecurityArgs {
+    fn secret(&self) -> anyhow::Result<Option<ClusterSecret>> {
+        Ok(ClusterSecret::load(self.secret_file.as_deref())?)
+    }
+
+    fn tls(&self) -> Option<ServerTls> {
+        match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Some(ServerTls {
+                cert: cert.clone(),
+                key: key.clone(),
+            }),
+            _ => None,
+        }
+    }
+}
+
 /// Arguments of `lethe scheduler`.
 #[derive(Debug, Args)]
 pub struct SchedulerArgs {
     /// Where to listen; executors and clients connect here (default loopback; another
-    /// address only on a network only the cluster reaches: no authentication, no TLS).
+    /// address only with a cluster secret and TLS, docs/cluster.md).
     #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:50050")]
     bind: SocketAddr,
+    #[command(flatten)]
+    security: SecurityArgs,
     /// An executor silent this long is lost and its tasks run again elsewhere.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = super::duration_flag)]
     executor_timeout: String,
@@ -132,10 +171,17 @@ pub struct ExecutorArgs {
     #[arg(long, value_name = "HOST:PORT")]
     scheduler: SocketAddr,
     /// The address to listen on and advertise (default 127.0.0.1: a cluster on one host).
-    /// Give this machine's address for a cluster across hosts — on a network only the cluster
-    /// reaches: the cluster has no authentication and no TLS (docs/cluster.md).
+    /// Give this machine's address for a cluster across hosts — with a cluster secret and TLS,
+    /// on a network only the cluster reaches: the task port stays open and clear
+    /// (docs/cluster.md).
     #[arg(long, value_name = "IP")]
     bind: Option<std::net::IpAddr>,
+    #[command(flatten)]
+    security: SecurityArgs,
+    /// The CA (PEM) the scheduler's and other executors' certificates are checked against:
+    /// the scheduler and the other executors' result servers are reached over TLS.
+    #[arg(long, value_name = "PATH")]
+    tls_ca: Option<PathBuf>,
     /// The port results are fetched from (default: a free one).
     #[arg(long, default_value_t = 0)]
     port: u16,
@@ -157,6 +203,8 @@ pub async fn scheduler(a: SchedulerArgs) -> anyhow::Result<ExitCode> {
         .to_std()
         .map_err(|_| anyhow::anyhow!("--executor-timeout must be positive"))?;
     opts.task_max_failures = a.task_max_failures;
+    opts.secret = a.security.secret()?;
+    opts.tls = a.security.tls();
     eprintln!("lethe scheduler on {} (Ballista 53)", a.bind);
     run_scheduler(opts).await?;
     Ok(ExitCode::SUCCESS)
@@ -172,6 +220,9 @@ pub async fn executor(a: ExecutorArgs) -> anyhow::Result<ExitCode> {
     opts.grpc_port = a.grpc_port;
     opts.concurrent_tasks = a.tasks;
     opts.work_dir = a.work_dir;
+    opts.secret = a.security.secret()?;
+    opts.tls = a.security.tls();
+    opts.tls_ca = a.tls_ca.map(ClientTls::new).transpose()?;
     eprintln!("lethe executor for scheduler {}", a.scheduler);
     run_executor(opts).await?;
     Ok(ExitCode::SUCCESS)

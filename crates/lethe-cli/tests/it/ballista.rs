@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 use lethe_ballista::codec::LethePhysicalCodec;
 use lethe_ballista::exec::ProofScanExec;
+use lethe_ballista::security::{ClientTls, ClusterSecret};
 use lethe_ballista::wire::{ScanJob, StoreSpec, WireSubject, group_by_size};
 use lethe_ballista::{BallistaEngine, EngineSettings};
 use lethe_iceberg::ops::sweep::sweep;
@@ -45,6 +46,7 @@ struct Cluster {
     state: tempfile::TempDir,
     scheduler: String,
     executors: Vec<u32>,
+    env: String,
 }
 
 impl Cluster {
@@ -68,21 +70,29 @@ impl Cluster {
             String::from_utf8_lossy(&out.stderr)
         );
         let env = std::fs::read_to_string(state.path().join("ballista.env")).unwrap();
-        let var = |name: &str| {
-            env.lines()
-                .find_map(|l| l.strip_prefix(&format!("export {name}=")))
-                .unwrap()
-                .trim_matches('"')
-                .to_string()
-        };
-        Cluster {
-            scheduler: var("LETHE_BALLISTA_SCHEDULER"),
-            executors: var("LETHE_BALLISTA_EXECUTOR_PIDS")
-                .split_whitespace()
-                .map(|p| p.parse().unwrap())
-                .collect(),
+        let mut c = Cluster {
+            scheduler: String::new(),
+            executors: Vec::new(),
             state,
-        }
+            env,
+        };
+        c.scheduler = c.var("LETHE_BALLISTA_SCHEDULER");
+        c.executors = c
+            .var("LETHE_BALLISTA_EXECUTOR_PIDS")
+            .split_whitespace()
+            .map(|p| p.parse().unwrap())
+            .collect();
+        c
+    }
+
+    /// A variable of its ballista.env.
+    fn var(&self, name: &str) -> String {
+        self.env
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("export {name}=")))
+            .unwrap()
+            .trim_matches('"')
+            .to_string()
     }
 
     fn log(&self, name: &str) -> String {
@@ -213,6 +223,18 @@ fn an_executor_listens_on_loopback_unless_told_otherwise() {
     assert!(opts.bind.is_loopback(), "{}", opts.bind);
 }
 
+/// Settings for the shared cluster's `scheduler` with its secret (LETHE_CLUSTER_SECRET_FILE,
+/// which scripts/ballista.sh writes).
+fn shared_settings(scheduler: &str) -> EngineSettings {
+    let mut s = EngineSettings::new(scheduler);
+    s.security.secret = ClusterSecret::load(None).unwrap();
+    assert!(
+        s.security.secret.is_some(),
+        "LETHE_CLUSTER_SECRET_FILE is not set: run the tests with `bash scripts/test.sh`"
+    );
+    s
+}
+
 fn env(name: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| {
         panic!("{name} is not set: run the tests with `bash scripts/test.sh`, which starts SeaweedFS and PostgreSQL (scripts/services.sh)")
@@ -256,7 +278,7 @@ async fn the_canary_matrix_scans_the_same_on_the_cluster() {
         // Small tasks: several per executor.
         task_objects: 3,
         store: spec,
-        ..EngineSettings::new(scheduler())
+        ..shared_settings(&scheduler())
     })
     .unwrap();
     for with_canaries in [true, false] {
@@ -704,5 +726,288 @@ async fn pipelines_run_on_the_cluster(local: &Path, remote: &Path, cluster: &[&s
             "pipeline learner_activity runs in this process, not on ballista: crm.learners's current snapshot has 1 delete file(s)"
         ),
         "{err}"
+    );
+}
+
+// Issue 44 item 16: the cluster's secret and TLS.
+
+/// A file only its owner may read.
+fn write_private(path: &Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+}
+
+/// A subject whose ID is a string of its own (looked for in logs and on the wire), and one
+/// small local file to scan for it.
+fn probe_job(dir: &Path) -> (Vec<lethe_scan::SubjectTraces>, String, Vec<ObjectEntry>) {
+    let id = format!("probe-subject-{}", suffix());
+    let subject = lethe_scan::SubjectTraces {
+        label: "probe".into(),
+        ids: vec![lethe_scan::IdTrace {
+            column: "learner_id".into(),
+            values: vec![lethe_scan::IdValue::Text(id.clone())],
+        }],
+        values: Vec::new(),
+    };
+    let file = dir.join("notes.csv");
+    std::fs::write(&file, "learner_id,note\nsomeone-else,hello\n").unwrap();
+    let location = file.display().to_string();
+    let object = ObjectEntry {
+        name: location.clone(),
+        location,
+        version: None,
+        relative: "notes.csv".into(),
+        bytes: std::fs::metadata(&file).unwrap().len(),
+        values_only: false,
+        delete_file: false,
+    };
+    (vec![subject], id, vec![object])
+}
+
+/// A job without the cluster's secret, or with a wrong one, is refused with an error that
+/// says so; the wrong secret is in no output (the error, the scheduler's and the executors'
+/// logs). The same job with the secret runs.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_without_the_cluster_secret_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (subjects, _, objects) = probe_job(tmp.path());
+    let wrong = format!("wrong-secret-{}", uuid::Uuid::new_v4().simple());
+    for secret in [
+        None,
+        Some(ClusterSecret::new(wrong.clone().into()).unwrap()),
+    ] {
+        let mut settings = shared_settings(&scheduler());
+        settings.security.secret = secret.clone();
+        settings.retries = 0;
+        let engine = BallistaEngine::new(settings).unwrap();
+        let e = engine
+            .scan(&subjects, 15, objects.clone())
+            .await
+            .expect_err("a job without the right secret must be refused")
+            .to_string();
+        assert!(
+            e.contains("no cluster secret or a wrong one"),
+            "secret given: {}: {e}",
+            secret.is_some()
+        );
+        assert!(!e.contains(&wrong), "the wrong secret is in the error");
+        assert!(!format!("{secret:?}").contains(&wrong));
+    }
+    let engine = BallistaEngine::new(shared_settings(&scheduler())).unwrap();
+    let reports = engine.scan(&subjects, 15, objects).await.unwrap();
+    assert_eq!(reports.len(), 1);
+    let dir = PathBuf::from(std::env::var("LETHE_BALLISTA_DIR").unwrap());
+    for log in ["scheduler.log", "executor-1.log", "executor-2.log"] {
+        let text = std::fs::read_to_string(dir.join(log)).unwrap_or_default();
+        assert!(!text.contains(&wrong), "{log} holds the wrong secret");
+    }
+}
+
+/// An executor without the cluster's secret, or with a wrong one, is refused at registration
+/// and exits; the wrong secret is in none of its output.
+#[test]
+fn an_executor_without_the_cluster_secret_is_refused_at_registration() {
+    let tmp = tempfile::tempdir().unwrap();
+    let wrong = format!("wrong-secret-{}", uuid::Uuid::new_v4().simple());
+    let wrong_file = tmp.path().join("wrong.secret");
+    write_private(&wrong_file, &wrong);
+    for with in [None, Some(&wrong_file)] {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_lethe"));
+        cmd.args(["executor", "--scheduler", &scheduler(), "--tasks", "1"])
+            .env_remove("LETHE_CLUSTER_SECRET_FILE")
+            .env_remove("LETHE_CLUSTER_SECRET")
+            .env("LETHE_LOG", "debug");
+        if let Some(f) = with {
+            cmd.arg("--secret-file").arg(f);
+        }
+        let out = cmd
+            .arg("--work-dir")
+            .arg(tmp.path().join("work"))
+            .output()
+            .unwrap();
+        let all = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!out.status.success(), "{all}");
+        assert!(all.contains("no cluster secret or a wrong one"), "{all}");
+        assert!(!all.contains("registration succeed"), "{all}");
+        assert!(
+            !all.contains(&wrong),
+            "the wrong secret is in the executor's output"
+        );
+    }
+    // A secret file others may read is refused before anything starts.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&wrong_file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_lethe"))
+        .args(["executor", "--scheduler", &scheduler(), "--secret-file"])
+        .arg(&wrong_file)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("chmod 600"), "{err}");
+    assert!(!err.contains(&wrong));
+}
+
+/// Bytes between a client and a server, forwarded and recorded (both ways).
+struct Tap {
+    addr: String,
+    seen: Arc<std::sync::Mutex<Vec<u8>>>,
+}
+
+async fn tap(to: String) -> Tap {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let Ok(server) = tokio::net::TcpStream::connect(&to).await else {
+                continue;
+            };
+            let (cr, cw) = client.into_split();
+            let (sr, sw) = server.into_split();
+            for (mut from, mut to_half, record) in [
+                (
+                    Box::new(cr) as Box<dyn tokio::io::AsyncRead + Send + Unpin>,
+                    Box::new(sw) as Box<dyn tokio::io::AsyncWrite + Send + Unpin>,
+                    record.clone(),
+                ),
+                (Box::new(sr) as _, Box::new(cw) as _, record.clone()),
+            ] {
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 16384];
+                    loop {
+                        match from.read(&mut buf).await {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => {
+                                record.lock().unwrap().extend_from_slice(&buf[..n]);
+                                if to_half.write_all(&buf[..n]).await.is_err() {
+                                    break;
+                                }
+                            }
+                        }
+                    }
+                    let _ = to_half.shutdown().await;
+                });
+            }
+        }
+    });
+    Tap { addr, seen }
+}
+
+/// Whether `needle` can be read in `bytes` by someone who sees them: as they are, or inside
+/// any zstd frame in them (lethe's jobs travel zstd-compressed).
+fn readable(bytes: &[u8], needle: &str) -> bool {
+    use std::io::Read;
+    let contains = |h: &[u8]| h.windows(needle.len()).any(|w| w == needle.as_bytes());
+    if contains(bytes) {
+        return true;
+    }
+    const MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+    (0..bytes.len().saturating_sub(4))
+        .filter(|i| bytes[*i..*i + 4] == MAGIC)
+        .any(|i| {
+            let Ok(d) = zstd::stream::read::Decoder::with_buffer(&bytes[i..]) else {
+                return false;
+            };
+            let mut d = d.single_frame();
+            let mut out = Vec::new();
+            let mut buf = [0u8; 8192];
+            while let Ok(n) = d.read(&mut buf) {
+                if n == 0 || out.len() > 64 << 20 {
+                    break;
+                }
+                out.extend_from_slice(&buf[..n]);
+            }
+            contains(&out)
+        })
+}
+
+/// With TLS on, what passes between the client and the scheduler holds no readable subject
+/// ID; the same tap in front of the clear shared cluster reads it (so the probe can see).
+#[tokio::test(flavor = "multi_thread")]
+async fn with_tls_no_subject_id_is_readable_on_the_wire() {
+    use rcgen::{
+        BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, SanType,
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    p.distinguished_name
+        .push(DnType::CommonName, "lethe cluster test CA");
+    let ca = CertifiedIssuer::self_signed(p, KeyPair::generate().unwrap()).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+    p.subject_alt_names = vec![
+        SanType::DnsName("localhost".try_into().unwrap()),
+        SanType::IpAddress(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)),
+    ];
+    p.distinguished_name.push(DnType::CommonName, "127.0.0.1");
+    let cert = p.signed_by(&key, &ca).unwrap();
+    let (ca_file, cert_file, key_file) = (
+        tmp.path().join("ca.pem"),
+        tmp.path().join("cluster.pem"),
+        tmp.path().join("cluster.key"),
+    );
+    std::fs::write(&ca_file, ca.pem()).unwrap();
+    std::fs::write(&cert_file, cert.pem()).unwrap();
+    write_private(&key_file, &key.serialize_pem());
+    let own = Cluster::start(
+        1,
+        &[
+            ("LETHE_BALLISTA_TLS_CERT", cert_file.to_str().unwrap()),
+            ("LETHE_BALLISTA_TLS_KEY", key_file.to_str().unwrap()),
+            ("LETHE_BALLISTA_TLS_CA", ca_file.to_str().unwrap()),
+        ],
+    );
+    assert_eq!(own.var("LETHE_BALLISTA_TLS_CA"), ca_file.to_str().unwrap());
+    let (subjects, id, objects) = probe_job(tmp.path());
+
+    let tls_tap = tap(own.scheduler.clone()).await;
+    let mut settings = shared_settings(&tls_tap.addr);
+    settings.security.tls = Some(ClientTls::new(ca_file.clone()).unwrap());
+    let engine = BallistaEngine::new(settings).unwrap();
+    let reports = engine.scan(&subjects, 15, objects.clone()).await.unwrap();
+    assert_eq!(reports.len(), 1);
+    let seen = tls_tap.seen.lock().unwrap().clone();
+    assert!(
+        seen.len() > 1000,
+        "the tap saw the job go by ({} bytes)",
+        seen.len()
+    );
+    assert!(
+        !readable(&seen, &id),
+        "the subject's ID is readable on the TLS link"
+    );
+
+    // A client that trusts another CA doesn't get through.
+    let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    p.distinguished_name.push(DnType::CommonName, "another CA");
+    let other = CertifiedIssuer::self_signed(p, KeyPair::generate().unwrap()).unwrap();
+    let other_file = tmp.path().join("other-ca.pem");
+    std::fs::write(&other_file, other.pem()).unwrap();
+    let mut settings = shared_settings(&own.scheduler);
+    settings.retries = 0;
+    settings.security.tls = Some(ClientTls::new(other_file).unwrap());
+    let engine = BallistaEngine::new(settings).unwrap();
+    assert!(engine.scan(&subjects, 15, objects.clone()).await.is_err());
+
+    let clear_tap = tap(scheduler()).await;
+    let engine = BallistaEngine::new(shared_settings(&clear_tap.addr)).unwrap();
+    engine.scan(&subjects, 15, objects).await.unwrap();
+    let seen = clear_tap.seen.lock().unwrap().clone();
+    assert!(
+        readable(&seen, &id),
+        "the tap reads the subject's ID on a clear link ({} bytes)",
+        seen.len()
     );
 }

@@ -7,6 +7,7 @@
 //! | `PFA1` | Puffin |
 //! | `1f 8b` | gzip, then the inner content by the name without `.gz` and its own magic |
 //! | `crc\0` | Hadoop checksum: read, holds no values |
+//! | UTF-16 mark `FF FE` / `FE FF`, or UTF-16 pattern | decoded to UTF-8, then CSV / JSON / text as below |
 //! | `*.csv` | CSV |
 //! | `*.jsonl`, `*.ndjson` | JSON lines |
 //! | `*.json`, or content starting with `{` | JSON document (several values: JSON lines) |
@@ -22,6 +23,7 @@ use ::parquet::file::reader::ChunkReader;
 use bytes::Bytes;
 use flate2::read::MultiGzDecoder;
 
+use crate::formats::encoding::{self, Utf16};
 use crate::formats::{avro, csv, json, parquet, puffin, text};
 use crate::report::{FileFormat, Hits, Place};
 
@@ -39,6 +41,8 @@ enum Kind {
     Puffin,
     Gzip,
     Crc,
+    /// UTF-16 text (by mark or pattern), decoded before a text format's reader.
+    Utf16(Utf16),
     Csv,
     JsonLines,
     JsonDoc,
@@ -86,6 +90,9 @@ fn sniff(head: &[u8], name: &str) -> Kind {
     if head.starts_with(b"crc\0") {
         return Kind::Crc;
     }
+    if let Some(order) = utf16(head) {
+        return Kind::Utf16(order);
+    }
     if n.ends_with(".csv") {
         return Kind::Csv;
     }
@@ -101,6 +108,14 @@ fn sniff(head: &[u8], name: &str) -> Kind {
         return Kind::Text;
     }
     Kind::Binary
+}
+
+/// UTF-16 by byte-order mark (when the decoded head looks like text) or by pattern.
+fn utf16(head: &[u8]) -> Option<Utf16> {
+    if let Some(order) = encoding::bom(head) {
+        return encoding::decodes_to_text(&head[2..head.len() & !1], order).then_some(order);
+    }
+    encoding::pattern(head)
 }
 
 /// Per-file scanning state.
@@ -189,7 +204,8 @@ fn scan_stream(
         }
         Kind::Csv => {
             ctx.format = FileFormat::Csv;
-            csv::scan_csv(r, &mut ctx.hits)
+            let mut r = encoding::skip_utf8_bom(r).map_err(|e| format!("read error: {e}"))?;
+            csv::scan_csv(&mut r, &mut ctx.hits)
         }
         Kind::JsonLines => {
             ctx.format = FileFormat::JsonLines;
@@ -200,6 +216,7 @@ fn scan_stream(
             text::scan_text(r, &mut ctx.hits, Place::Text, "", text::Position::Line)
                 .map_err(|e| format!("read error: {e}"))
         }
+        Kind::Utf16(order) => scan_utf16(r, order, name, ctx),
         Kind::Gzip => {
             ctx.gzip = true;
             if depth >= MAX_GZIP_DEPTH {
@@ -232,6 +249,38 @@ fn scan_stream(
     }
 }
 
+/// Decode UTF-16 and read the text with the reader its name or decoded content selects
+/// (CSV, JSON lines, a JSON document, or plain text).
+fn scan_utf16(r: &mut dyn Read, order: Utf16, name: &str, ctx: &mut Ctx) -> Result<(), String> {
+    let mut decoder = encoding::Utf16Reader::new(r, order);
+    let mut head = Vec::new();
+    (&mut decoder)
+        .take(SNIFF)
+        .read_to_end(&mut head)
+        .map_err(|e| format!("read error: {e}"))?;
+    let kind = match sniff(&head, name) {
+        k @ (Kind::Csv | Kind::JsonLines | Kind::JsonDoc | Kind::Empty) => k,
+        _ => Kind::Text,
+    };
+    let mut stream = Cursor::new(head).chain(decoder);
+    if kind == Kind::JsonDoc {
+        ctx.format = FileFormat::Json;
+        let mut all = Vec::new();
+        (&mut stream)
+            .take(MAX_IN_MEMORY + 1)
+            .read_to_end(&mut all)
+            .map_err(|e| format!("read error: {e}"))?;
+        if all.len() as u64 > MAX_IN_MEMORY {
+            return Err(format!(
+                "decoded JSON document larger than {MAX_IN_MEMORY} bytes cannot be read in memory"
+            ));
+        }
+        return json_document(&all, ctx);
+    }
+    // Depth: the decoded kinds never nest further.
+    scan_stream(kind, &mut stream, name, ctx, MAX_GZIP_DEPTH)
+}
+
 fn scan_gzip(r: &mut dyn Read, inner: &str, ctx: &mut Ctx, depth: u32) -> Result<(), String> {
     let mut decoder = MultiGzDecoder::new(r);
     let mut head = Vec::new();
@@ -257,7 +306,7 @@ impl<R: Read> Read for GzErrors<R> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -265,6 +314,115 @@ mod tests {
         assert_eq!(inner_name("a/x.csv.gz"), "a/x.csv");
         assert_eq!(inner_name("v3.gz.metadata.json"), "v3.metadata.json");
         assert_eq!(inner_name("blob"), "blob");
+    }
+
+    use crate::{
+        FileStatus, Hit, IdTrace, IdValue, SubjectTraces, TraceKind, TraceSet, ValueTrace,
+        scan_bytes,
+    };
+    use encoding::utf16;
+
+    pub(crate) fn subject_traces() -> TraceSet {
+        TraceSet::new(
+            &[SubjectTraces {
+                label: "s".into(),
+                ids: vec![IdTrace {
+                    column: "learner_id".into(),
+                    values: vec![IdValue::Int(3590)],
+                }],
+                values: vec![ValueTrace {
+                    kind: "email".into(),
+                    value: "alexa590@post.example".into(),
+                }],
+            }],
+            15,
+        )
+        .unwrap()
+    }
+
+    fn hit<'h>(hits: &'h [Hit], place: Place, id: bool) -> Option<&'h Hit> {
+        hits.iter().find(|h| {
+            h.place == place
+                && matches!(
+                    (&h.trace, id),
+                    (TraceKind::Id { .. }, true) | (TraceKind::Value { .. }, false)
+                )
+        })
+    }
+
+    const CSV: &str =
+        "name,learner_id,email\r\nA,12,a@x.example\r\nÅsa,3590,alexa590@post.example\r\n";
+
+    #[test]
+    fn utf16_csv_with_and_without_mark_finds_id_and_email_at_their_row() {
+        let ts = subject_traces();
+        for order in [Utf16::Le, Utf16::Be] {
+            for mark in [true, false] {
+                let bytes = utf16(CSV, order, mark);
+                let r = scan_bytes(&ts, "export.csv", &bytes, false);
+                assert_eq!(r.status, FileStatus::Read, "{order:?} {mark}");
+                assert_eq!(r.format, FileFormat::Csv);
+                let id = hit(&r.hits, Place::Csv, true).expect("ID hit");
+                assert_eq!(id.detail, "column `learner_id`, first at data row 2");
+                let v = hit(&r.hits, Place::Csv, false).expect("email hit");
+                assert_eq!(v.detail, "column `email`, first at data row 2");
+                assert_eq!(r.hits.len(), 2, "{:?}", r.hits);
+            }
+        }
+    }
+
+    #[test]
+    fn utf16_json_and_text_give_pointers_and_lines() {
+        let ts = subject_traces();
+        let json = "{\"people\": [{\"learner_id\": 3590, \"email\": \"alexa590@post.example\"}]}";
+        let r = scan_bytes(&ts, "x.json", &utf16(json, Utf16::Le, true), false);
+        assert_eq!(r.status, FileStatus::Read);
+        assert_eq!(r.format, FileFormat::Json);
+        assert_eq!(
+            hit(&r.hits, Place::MetadataJson, true).unwrap().detail,
+            "/people/0/learner_id"
+        );
+        assert_eq!(
+            hit(&r.hits, Place::MetadataJson, false).unwrap().detail,
+            "/people/0/email"
+        );
+
+        let lines = "{\"a\": 1}\n{\"learner_id\": 3590}\n";
+        let r = scan_bytes(&ts, "x.jsonl", &utf16(lines, Utf16::Be, false), false);
+        assert_eq!(r.format, FileFormat::JsonLines);
+        assert_eq!(
+            hit(&r.hits, Place::JsonLine, true).unwrap().detail,
+            "line 2, /learner_id"
+        );
+
+        let text = "header\nsecond line\nthird: ALEXA590@post.example\n";
+        let r = scan_bytes(&ts, "notes", &utf16(text, Utf16::Le, false), false);
+        assert_eq!(r.status, FileStatus::Read);
+        assert_eq!(r.format, FileFormat::Text);
+        assert_eq!(hit(&r.hits, Place::Text, false).unwrap().detail, "line 3");
+    }
+
+    #[test]
+    fn utf8_mark_is_stripped_before_csv_header() {
+        let ts = subject_traces();
+        let bytes = [b"\xef\xbb\xbf".as_slice(), b"learner_id,x\n3590,y\n"].concat();
+        let r = scan_bytes(&ts, "x.csv", &bytes, false);
+        let id = hit(&r.hits, Place::Csv, true).expect("ID hit despite the mark");
+        assert_eq!(id.detail, "column `learner_id`, first at data row 1");
+    }
+
+    #[test]
+    fn utf16_in_gzip_and_utf16_looking_binary() {
+        let ts = subject_traces();
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut gz, &utf16(CSV, Utf16::Le, true)).unwrap();
+        let r = scan_bytes(&ts, "x.csv.gz", &gz.finish().unwrap(), false);
+        assert!(r.gzip);
+        assert_eq!(r.format, FileFormat::Csv);
+        assert_eq!(r.hits.len(), 2);
+        // NULs in every other position but not text once decoded: still binary.
+        let binary: Vec<u8> = (0..200u8).flat_map(|i| [i % 5 + 1, 0]).collect();
+        assert_eq!(sniff(&binary, "a.bin"), Kind::Binary);
     }
 
     #[test]

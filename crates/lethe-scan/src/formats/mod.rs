@@ -8,6 +8,7 @@ pub(crate) mod avro_guard;
 pub(crate) mod csv;
 pub(crate) mod deletion_vector;
 pub(crate) mod delta_guard;
+pub(crate) mod encoding;
 pub(crate) mod json;
 pub(crate) mod parquet;
 pub(crate) mod parquet_chunk;

@@ -6,6 +6,10 @@
 //! | `Obj\x01` | Avro (Iceberg manifest / manifest list / generic) |
 //! | `PFA1` | Puffin |
 //! | `1f 8b` | gzip, then the inner content by the name without `.gz` and its own magic |
+//! | `28 b5 2f fd` | zstd, then the inner content as for gzip (name without `.zst`) |
+//! | `fd 37 7a 58 5a 00` | xz, then the inner content as for gzip (name without `.xz`) |
+//! | `PK\x03\x04`, `PK\x05\x06` | zip archive: every member by its own magic/name (see [`crate::formats::archive`]) |
+//! | `ustar` at 257, or `*.tar` | tar archive (also inside gzip/zstd/xz: `.tar.gz`, `.tgz`, `.tar.zst`, `.tar.xz`) |
 //! | `crc\0` | Hadoop checksum: read, holds no values |
 //! | UTF-16 mark `FF FE` / `FE FF`, or UTF-16 pattern | decoded to UTF-8, then CSV / JSON / text as below |
 //! | `*.csv` | CSV |
@@ -14,8 +18,9 @@
 //! | other text | text in chunks |
 //! | other binary | unreadable ("unrecognised binary format") |
 //!
-//! Formats that need random access (Parquet, Puffin, JSON documents) inside gzip are
-//! decompressed into memory up to [`MAX_IN_MEMORY`] bytes; others are streamed.
+//! Formats that need random access (Parquet, Puffin, JSON documents, zip) inside gzip, zstd,
+//! xz or a tar archive are read into memory up to [`MAX_IN_MEMORY`] bytes; others are
+//! streamed.
 
 use std::io::{Cursor, Read};
 
@@ -23,6 +28,7 @@ use ::parquet::file::reader::ChunkReader;
 use bytes::Bytes;
 use flate2::read::MultiGzDecoder;
 
+use crate::formats::archive::{self, ArchiveState};
 use crate::formats::encoding::{self, Utf16};
 use crate::formats::{avro, csv, json, parquet, puffin, text};
 use crate::report::{FileFormat, Hits, Place};
@@ -31,8 +37,10 @@ use crate::report::{FileFormat, Hits, Place};
 pub const MAX_IN_MEMORY: u64 = 512 << 20;
 /// Bytes looked at to tell text from binary.
 const SNIFF: u64 = 8192;
-/// Deepest gzip-in-gzip nesting followed.
+/// Deepest nesting of compressed streams (gzip, zstd, xz) followed.
 const MAX_GZIP_DEPTH: u32 = 3;
+/// Memory the xz decoder may use (its dictionary), in KiB.
+const XZ_MEMORY_KIB: u32 = 256 << 10;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
@@ -40,6 +48,10 @@ enum Kind {
     Avro,
     Puffin,
     Gzip,
+    Zstd,
+    Xz,
+    Zip,
+    Tar,
     Crc,
     /// UTF-16 text (by mark or pattern), decoded before a text format's reader.
     Utf16(Utf16),
@@ -59,15 +71,28 @@ fn lower_name(name: &str) -> String {
 }
 
 /// The name of the content inside a gzip file: `x.csv.gz` -> `x.csv`,
-/// `v3.gz.metadata.json` -> `v3.metadata.json`.
+/// `v3.gz.metadata.json` -> `v3.metadata.json`, `x.tgz` -> `x.tar`; likewise `.zst`,
+/// `.zstd`, `.xz` for those compressions.
 fn inner_name(name: &str) -> String {
-    if let Some(n) = name.strip_suffix(".gz") {
-        n.to_string()
-    } else if let Some(i) = name.rfind(".gz.") {
-        format!("{}{}", &name[..i], &name[i + 3..])
-    } else {
-        name.to_string()
+    inner_name_of(name, &[".gz"])
+}
+
+fn inner_name_of(name: &str, suffixes: &[&str]) -> String {
+    for suffix in suffixes {
+        if let Some(n) = name.strip_suffix(suffix) {
+            return n.to_string();
+        }
     }
+    if let Some(n) = name.strip_suffix(".tgz") {
+        return format!("{n}.tar");
+    }
+    for suffix in suffixes {
+        let infix = format!("{suffix}.");
+        if let Some(i) = name.rfind(&infix) {
+            return format!("{}{}", &name[..i], &name[i + suffix.len()..]);
+        }
+    }
+    name.to_string()
 }
 
 fn sniff(head: &[u8], name: &str) -> Kind {
@@ -86,6 +111,18 @@ fn sniff(head: &[u8], name: &str) -> Kind {
     }
     if head.starts_with(&[0x1f, 0x8b]) {
         return Kind::Gzip;
+    }
+    if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+        return Kind::Zstd;
+    }
+    if head.starts_with(&[0xfd, b'7', b'z', b'X', b'Z', 0]) {
+        return Kind::Xz;
+    }
+    if head.starts_with(b"PK\x03\x04") || head.starts_with(b"PK\x05\x06") {
+        return Kind::Zip;
+    }
+    if head.get(257..262) == Some(b"ustar".as_slice()) || n.ends_with(".tar") {
+        return Kind::Tar;
     }
     if head.starts_with(b"crc\0") {
         return Kind::Crc;
@@ -126,6 +163,8 @@ pub(crate) struct Ctx<'t> {
     pub parquet_values: parquet::Values,
     pub format: FileFormat,
     pub gzip: bool,
+    /// Archive nesting, limits and bytes read out of archives.
+    pub archive: ArchiveState,
 }
 
 /// Scan a random-access source.
@@ -148,6 +187,10 @@ pub(crate) fn scan_source<R: ChunkReader + 'static>(
         Kind::Puffin => {
             ctx.format = FileFormat::Puffin;
             puffin::scan_puffin(&src, &mut ctx.hits)
+        }
+        Kind::Zip => {
+            ctx.format = FileFormat::Zip;
+            archive::scan_zip(&src, name, ctx, depth)
         }
         Kind::JsonDoc => {
             ctx.format = FileFormat::Json;
@@ -224,11 +267,31 @@ fn scan_stream(
             }
             scan_gzip(r, &inner_name(name), ctx, depth + 1)
         }
+        Kind::Zstd | Kind::Xz => {
+            let label = if kind == Kind::Zstd { "zstd" } else { "xz" };
+            if depth >= MAX_GZIP_DEPTH {
+                return Err(format!(
+                    "compressed streams nested more than {MAX_GZIP_DEPTH} deep"
+                ));
+            }
+            let (decoder, inner): (Box<dyn Read + '_>, String) = if kind == Kind::Zstd {
+                let d = zstd::stream::read::Decoder::new(r).map_err(|e| format!("zstd: {e}"))?;
+                (Box::new(d), inner_name_of(name, &[".zst", ".zstd"]))
+            } else {
+                let d = lzma_rust2::XzReader::new_mem_limit(r, true, XZ_MEMORY_KIB);
+                (Box::new(d), inner_name_of(name, &[".xz"]))
+            };
+            scan_decompressed(decoder, label, &inner, ctx, depth + 1)
+        }
+        Kind::Tar => {
+            ctx.format = FileFormat::Tar;
+            archive::scan_tar(r, name, ctx, depth)
+        }
         Kind::Binary => {
             ctx.format = FileFormat::Unknown;
             Err("unrecognised binary format".into())
         }
-        Kind::Parquet | Kind::Puffin | Kind::JsonDoc => {
+        Kind::Parquet | Kind::Puffin | Kind::JsonDoc | Kind::Zip => {
             // Needs random access: read into memory (bounded).
             let mut all = Vec::new();
             r.take(MAX_IN_MEMORY + 1)
@@ -238,6 +301,7 @@ fn scan_stream(
                 ctx.format = match kind {
                     Kind::Parquet => FileFormat::Parquet,
                     Kind::Puffin => FileFormat::Puffin,
+                    Kind::Zip => FileFormat::Zip,
                     _ => FileFormat::Json,
                 };
                 return Err(format!(
@@ -282,26 +346,53 @@ fn scan_utf16(r: &mut dyn Read, order: Utf16, name: &str, ctx: &mut Ctx) -> Resu
 }
 
 fn scan_gzip(r: &mut dyn Read, inner: &str, ctx: &mut Ctx, depth: u32) -> Result<(), String> {
-    let mut decoder = MultiGzDecoder::new(r);
+    scan_decompressed(Box::new(MultiGzDecoder::new(r)), "gzip", inner, ctx, depth)
+}
+
+/// Read the content of a decompressed stream, named `inner`, by its own magic or name.
+fn scan_decompressed(
+    mut decoder: Box<dyn Read + '_>,
+    label: &'static str,
+    inner: &str,
+    ctx: &mut Ctx,
+    depth: u32,
+) -> Result<(), String> {
     let mut head = Vec::new();
     (&mut decoder)
         .take(SNIFF)
         .read_to_end(&mut head)
-        .map_err(|e| format!("gzip: {e}"))?;
+        .map_err(|e| format!("{label}: {e}"))?;
     let kind = sniff(&head, inner);
     ctx.format = FileFormat::Unknown;
-    let mut stream = GzErrors(Cursor::new(head).chain(decoder));
+    let mut stream = Labelled(Cursor::new(head).chain(decoder), label);
     scan_stream(kind, &mut stream, inner, ctx, depth)
 }
 
-/// Labels read errors of the decompressed stream as gzip errors.
-struct GzErrors<R>(R);
+/// Scan an archive member's content by its own magic or name (an archive's reader calls
+/// this for each member; nested archives come back here).
+pub(crate) fn scan_member(
+    r: &mut dyn Read,
+    member: &str,
+    ctx: &mut Ctx,
+    depth: u32,
+) -> Result<(), String> {
+    let mut head = Vec::new();
+    r.take(SNIFF)
+        .read_to_end(&mut head)
+        .map_err(|e| format!("read error: {e}"))?;
+    let kind = sniff(&head, member);
+    let mut stream = Cursor::new(head).chain(r);
+    scan_stream(kind, &mut stream, member, ctx, depth)
+}
 
-impl<R: Read> Read for GzErrors<R> {
+/// Labels read errors of a decompressed stream with its compression.
+struct Labelled<R>(R, &'static str);
+
+impl<R: Read> Read for Labelled<R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         self.0
             .read(buf)
-            .map_err(|e| std::io::Error::new(e.kind(), format!("gzip: {e}")))
+            .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", self.1)))
     }
 }
 
@@ -340,7 +431,7 @@ pub(crate) mod tests {
         .unwrap()
     }
 
-    fn hit<'h>(hits: &'h [Hit], place: Place, id: bool) -> Option<&'h Hit> {
+    fn hit(hits: &[Hit], place: Place, id: bool) -> Option<&Hit> {
         hits.iter().find(|h| {
             h.place == place
                 && matches!(

@@ -2,6 +2,7 @@
 //! returns `Err(reason)` when the input cannot be read completely (the reason names
 //! positions, never values; the caller still redacts it).
 
+pub(crate) mod archive;
 pub(crate) mod avro;
 pub(crate) mod avro_cache;
 pub(crate) mod avro_guard;

@@ -3,6 +3,7 @@
 //! | magic / name | reader |
 //! |---|---|
 //! | `PAR1` | Parquet |
+//! | `ORC` | ORC (see [`crate::formats::orc`]) |
 //! | `Obj\x01` | Avro (Iceberg manifest / manifest list / generic) |
 //! | `PFA1` | Puffin |
 //! | `1f 8b` | gzip, then the inner content by the name without `.gz` and its own magic |
@@ -30,7 +31,7 @@ use flate2::read::MultiGzDecoder;
 
 use crate::formats::archive::{self, ArchiveState};
 use crate::formats::encoding::{self, Utf16};
-use crate::formats::{avro, csv, json, parquet, puffin, text};
+use crate::formats::{avro, csv, json, orc, parquet, puffin, text};
 use crate::report::{FileFormat, Hits, Place};
 
 /// Largest content read whole into memory (JSON documents, gzip'ed Parquet/Puffin).
@@ -45,6 +46,7 @@ const XZ_MEMORY_KIB: u32 = 256 << 10;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
     Parquet,
+    Orc,
     Avro,
     Puffin,
     Gzip,
@@ -102,6 +104,9 @@ fn sniff(head: &[u8], name: &str) -> Kind {
     }
     if head.starts_with(b"PAR1") {
         return Kind::Parquet;
+    }
+    if head.starts_with(b"ORC") {
+        return Kind::Orc;
     }
     if head.starts_with(b"Obj\x01") {
         return Kind::Avro;
@@ -187,6 +192,10 @@ pub(crate) fn scan_source<R: ChunkReader + 'static>(
         Kind::Puffin => {
             ctx.format = FileFormat::Puffin;
             puffin::scan_puffin(&src, &mut ctx.hits)
+        }
+        Kind::Orc => {
+            ctx.format = FileFormat::Orc;
+            orc::scan_orc(src, &mut ctx.hits)
         }
         Kind::Zip => {
             ctx.format = FileFormat::Zip;
@@ -291,7 +300,7 @@ fn scan_stream(
             ctx.format = FileFormat::Unknown;
             Err("unrecognised binary format".into())
         }
-        Kind::Parquet | Kind::Puffin | Kind::JsonDoc | Kind::Zip => {
+        Kind::Parquet | Kind::Orc | Kind::Puffin | Kind::JsonDoc | Kind::Zip => {
             // Needs random access: read into memory (bounded).
             let mut all = Vec::new();
             r.take(MAX_IN_MEMORY + 1)
@@ -300,6 +309,7 @@ fn scan_stream(
             if all.len() as u64 > MAX_IN_MEMORY {
                 ctx.format = match kind {
                     Kind::Parquet => FileFormat::Parquet,
+                    Kind::Orc => FileFormat::Orc,
                     Kind::Puffin => FileFormat::Puffin,
                     Kind::Zip => FileFormat::Zip,
                     _ => FileFormat::Json,
@@ -519,6 +529,9 @@ pub(crate) mod tests {
     #[test]
     fn sniffing() {
         assert_eq!(sniff(b"PAR1xxxx", "a.txt"), Kind::Parquet);
+        assert_eq!(sniff(b"ORC\x0a\x04", "a"), Kind::Orc);
+        assert_eq!(sniff(b"PK\x03\x04", "a"), Kind::Zip);
+        assert_eq!(sniff(&[0x28, 0xb5, 0x2f, 0xfd], "a"), Kind::Zstd);
         assert_eq!(sniff(b"Obj\x01", "a"), Kind::Avro);
         assert_eq!(sniff(b"PFA1", "a"), Kind::Puffin);
         assert_eq!(sniff(&[0x1f, 0x8b, 8], "a"), Kind::Gzip);

@@ -7,7 +7,8 @@
 //! panic inside them makes the file unreadable instead of ending the scan.
 //!
 //! What is searched (see [`dispatch`] for how a reader is chosen, and each format module):
-//! Parquet (values, footer statistics, page index, bloom filters, delete files), Avro
+//! Parquet (values, footer statistics, page index, bloom filters, delete files), ORC (values,
+//! nested too, file and stripe statistics, user metadata), Avro
 //! (Iceberg manifests with typed bounds and partition values, manifest lists, generic Avro),
 //! JSON documents and JSON lines, Puffin blobs, CSV, plain text (UTF-8, or UTF-16 by its mark
 //! or pattern), gzip, zstd and xz streams (inner content by name/magic), zip and tar archives

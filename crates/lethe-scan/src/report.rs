@@ -24,12 +24,13 @@ pub const MAX_HITS_PER_FILE: usize = 10_000;
 /// Where in a file a trace was found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Place {
-    /// A Parquet data value (any column, nested included).
+    /// A Parquet or ORC data value (any column, nested included).
     DataValue,
-    /// A Parquet footer column-chunk statistic (min/max).
+    /// A Parquet footer column-chunk statistic (min/max), or an ORC file or stripe column
+    /// statistic.
     FooterStatistic,
-    /// A Parquet footer's key-value metadata (added beyond the original list: writers and
-    /// users can put anything there).
+    /// A Parquet footer's key-value metadata, or an ORC file's user metadata (added beyond
+    /// the original list: writers and users can put anything there).
     FooterMetadata,
     /// A Parquet page index (column index) min/max.
     PageIndex,
@@ -109,6 +110,8 @@ pub enum FileStatus {
 pub enum FileFormat {
     /// Apache Parquet.
     Parquet,
+    /// Apache ORC.
+    Orc,
     /// Avro object container (generic Avro).
     Avro,
     /// Iceberg manifest (Avro).

@@ -11,6 +11,7 @@ pub(crate) mod deletion_vector;
 pub(crate) mod delta_guard;
 pub(crate) mod encoding;
 pub(crate) mod json;
+pub(crate) mod orc;
 pub(crate) mod parquet;
 pub(crate) mod parquet_chunk;
 pub(crate) mod parquet_pages;

@@ -656,7 +656,7 @@ impl PageReader for ReadPages {
 
 /// Walk every batch of `reader` (`first_leaves`: the first leaf column of each of its
 /// top-level fields; `first_row`: the file row of its first row).
-fn walk_batches(
+pub(crate) fn walk_batches(
     reader: impl Iterator<Item = Result<arrow::array::RecordBatch, arrow::error::ArrowError>>,
     sink: &mut Deferred,
     place: Place,

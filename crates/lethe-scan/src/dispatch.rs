@@ -2,7 +2,7 @@
 //!
 //! | magic / name | reader |
 //! |---|---|
-//! | `PAR1` | Parquet |
+//! | `PAR1`, `PARE` | Parquet (`PARE`: encrypted footer, reported unreadable naming its key) |
 //! | `ORC` | ORC (see [`crate::formats::orc`]) |
 //! | `Obj\x01` | Avro (Iceberg manifest / manifest list / generic) |
 //! | `PFA1` | Puffin |
@@ -102,7 +102,7 @@ fn sniff(head: &[u8], name: &str) -> Kind {
     if head.is_empty() {
         return Kind::Empty;
     }
-    if head.starts_with(b"PAR1") {
+    if head.starts_with(b"PAR1") || head.starts_with(b"PARE") {
         return Kind::Parquet;
     }
     if head.starts_with(b"ORC") {
@@ -439,6 +439,43 @@ pub(crate) mod tests {
             15,
         )
         .unwrap()
+    }
+
+    /// The Python with pyarrow: `LETHE_PYTHON`, else the venv `scripts/python-env.sh`
+    /// installs. Panics when neither exists: a test never passes by skipping.
+    pub(crate) fn python() -> String {
+        if let Ok(p) = std::env::var("LETHE_PYTHON") {
+            return p;
+        }
+        let venv = std::path::PathBuf::from(std::env::var("HOME").unwrap_or_default())
+            .join(".cache/lethe-venv/bin/python");
+        assert!(
+            venv.exists(),
+            "no Python with pyarrow: set LETHE_PYTHON or run `bash scripts/python-env.sh`"
+        );
+        venv.display().to_string()
+    }
+
+    /// Runs `tests/interop/<script> DIR alexa590@post.example 3590` (files other tools
+    /// write, holding the subject of [`subject_traces`]) and returns DIR.
+    pub(crate) fn run_interop_script(script: &str) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/interop")
+            .join(script);
+        let out = std::process::Command::new(python())
+            .arg(path)
+            .arg(dir.path())
+            .arg("alexa590@post.example")
+            .arg("3590")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{script}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        dir
     }
 
     fn hit(hits: &[Hit], place: Place, id: bool) -> Option<&Hit> {

@@ -14,6 +14,7 @@ pub(crate) mod json;
 pub(crate) mod orc;
 pub(crate) mod parquet;
 pub(crate) mod parquet_chunk;
+pub(crate) mod parquet_crypto;
 pub(crate) mod parquet_pages;
 pub(crate) mod puffin;
 pub(crate) mod text;

@@ -183,7 +183,6 @@ pub(crate) fn scan_orc<R: ChunkReader + 'static>(src: R, hits: &mut Hits) -> Res
 
 #[cfg(test)]
 mod tests {
-    use std::path::PathBuf;
     use std::sync::Arc;
 
     use arrow::array::{Int64Array, RecordBatch, StringArray};
@@ -317,40 +316,10 @@ mod tests {
         }
     }
 
-    /// The Python with pyarrow: `LETHE_PYTHON`, else the venv `scripts/python-env.sh`
-    /// installs. Panics when neither exists: the test never passes by skipping.
-    fn python() -> String {
-        if let Ok(p) = std::env::var("LETHE_PYTHON") {
-            return p;
-        }
-        let venv = PathBuf::from(std::env::var("HOME").unwrap_or_default())
-            .join(".cache/lethe-venv/bin/python");
-        assert!(
-            venv.exists(),
-            "no Python with pyarrow: set LETHE_PYTHON or run `bash scripts/python-env.sh`"
-        );
-        venv.display().to_string()
-    }
-
     /// ORC files written by pyarrow (Apache ORC's C++ writer) with
     /// `tests/interop/write_orc.py`.
     fn pyarrow_files() -> tempfile::TempDir {
-        let dir = tempfile::tempdir().unwrap();
-        let script =
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/interop/write_orc.py");
-        let out = std::process::Command::new(python())
-            .arg(script)
-            .arg(dir.path())
-            .arg(EMAIL)
-            .arg("3590")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "write_orc.py: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        dir
+        crate::dispatch::tests::run_interop_script("write_orc.py")
     }
 
     #[test]

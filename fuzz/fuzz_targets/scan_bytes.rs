@@ -1,6 +1,9 @@
-//! Fuzz `lethe_scan::scan_bytes`: the first input byte picks the file name (and so the
-//! reader for content without magic bytes), bit 0x80 values-only, bit 0x40 one subject or a
-//! crowd of 300 (the byte search's gram filters); the rest is the file's content. Any panic
+//! Fuzz `lethe_scan::scan_bytes`: the first input byte's low six bits pick the file name (and
+//! so the reader for content without magic bytes), bit 0x80 values-only, bit 0x40 one subject
+//! or a crowd of 300 (the byte search's gram filters); the rest is the file's content. The
+//! scan dispatches by content, so every reader is reached from any name: Parquet (encrypted
+//! ones refused by their footer), ORC, Avro, Puffin, JSON, CSV, text in UTF-8 or UTF-16,
+//! gzip/zstd/xz streams and zip/tar archives, whose members come back to the same dispatch. Any panic
 //! or crash is a bug: the scanner must report malformed files as unreadable. For Parquet the
 //! byte search is compared with decoding every value (`scan_bytes_reference`): when the
 //! reference reads the file, the search must too, with the same hits.
@@ -31,6 +34,10 @@ const NAMES: &[&str] = &[
     "x.csv",
     "x.txt",
     "x.jsonl",
+    "x.zip",
+    "x.tar",
+    "x.orc",
+    "x.csv.zst",
 ];
 
 fn subject() -> SubjectTraces {
@@ -122,7 +129,7 @@ fuzz_target!(|data: &[u8]| {
     let Some((&selector, content)) = data.split_first() else {
         return;
     };
-    let name = NAMES[usize::from(selector) % NAMES.len()];
+    let name = NAMES[usize::from(selector & 0x3f) % NAMES.len()];
     let (values_only, traces) = (selector & 0x80 != 0, traces(selector & 0x40 != 0));
     let report = scan_bytes(traces, name, content, values_only);
     if content.starts_with(b"PAR1") {

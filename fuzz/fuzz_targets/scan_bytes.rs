@@ -8,9 +8,10 @@
 //! byte search is compared with decoding every value (`scan_bytes_reference`): when the
 //! reference reads the file, the search must too, with the same hits.
 //!
-//! A panic inside a third-party reader (parquet-rs, arrow, apache-avro: a file under the
-//! cargo registry) on corrupt bytes is caught by the scan's guard and the file reported
-//! unreadable, which fails the proof closed; the target lets such a panic unwind to that
+//! A panic inside a third-party reader (parquet-rs, arrow, apache-avro, orc-rust, zip, tar: a
+//! file under the cargo registry, or the standard library called from one, e.g. a capacity
+//! overflow of a `Vec::with_capacity` in orc-rust) on corrupt bytes is caught by the scan's
+//! guard and the file reported unreadable, which fails the proof closed; the target lets such a panic unwind to that
 //! guard, printing its location once ("caught third-party panic at ..."), so the run goes on
 //! and the log lists every such site for review. Every other panic (lethe-scan's own code,
 //! one the guard did not catch) and every disagreement with the reference aborts as usual.
@@ -113,7 +114,9 @@ fn guard_third_party_panics() {
                 .location()
                 .map(|l| format!("{}:{}", l.file(), l.line()))
                 .unwrap_or_default();
-            if site.contains("/.cargo/registry/") {
+            if site.contains("/.cargo/registry/")
+                || (site.starts_with("/rustc/") && called_from_third_party())
+            {
                 if seen.lock().is_ok_and(|mut s| s.insert(site.clone())) {
                     eprintln!("caught third-party panic at {site}: {info}");
                 }
@@ -122,6 +125,17 @@ fn guard_third_party_panics() {
             abort_hook(info);
         }));
     });
+}
+
+/// For a panic raised inside the standard library: true when the first frame outside it (and
+/// outside this hook) is a third-party crate's.
+fn called_from_third_party() -> bool {
+    let trace = std::backtrace::Backtrace::force_capture().to_string();
+    trace
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("at "))
+        .find(|at| !at.starts_with("/rustc/") && !at.contains("fuzz_targets/scan_bytes.rs"))
+        .is_some_and(|at| at.contains("/.cargo/registry/"))
 }
 
 fuzz_target!(|data: &[u8]| {

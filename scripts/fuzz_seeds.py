@@ -9,18 +9,28 @@ JSON lines), and Parquet files written here with pyarrow in every encoding the b
 treats differently (PLAIN and dictionary pages, DELTA_BYTE_ARRAY, DELTA_LENGTH_BYTE_ARRAY, data
 page v1 and v2, each codec, many small pages, page indexes), holding the target's traces
 (learner 3590, the e-mail, the accented name, the review id) in other cases, inside longer
-text, split across two adjacent values (not a hit), and inside lists.
+text, split across two adjacent values (not a hit), and inside lists. Then the formats issue 48
+added: UTF-16 CSV and text (with and without a byte-order mark), zip and tar archives (plain,
+gzip, xz, zstd; a zip nested in a tar.gz) of CSV, JSON lines and Parquet members, ORC files
+(flat and nested, each compression) and Parquet with modular encryption (both footer modes).
 """
 
+import base64
 import hashlib
 import io
+import lzma
 import os
 import sys
+import tarfile
+import zipfile
 
 import pyarrow as pa
+import pyarrow.orc as orc
 import pyarrow.parquet as pq
+import pyarrow.parquet.encryption as pe
 
-NAMES = {".parquet": 0, ".avro": 1, ".json": 2, ".puffin": 3, ".gz": 4, ".csv": 5, ".txt": 6, ".jsonl": 7}
+NAMES = {".parquet": 0, ".avro": 1, ".json": 2, ".puffin": 3, ".gz": 4, ".csv": 5, ".txt": 6, ".jsonl": 7,
+         ".zip": 8, ".tar": 9, ".orc": 10, ".zst": 11}
 MAX_SEED = 256 * 1024
 
 
@@ -119,10 +129,90 @@ def parquet_files(corpus):
     return n
 
 
+def zip_of(members):
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        for name, data in members:
+            z.writestr(name, data)
+    return buf.getvalue()
+
+
+def tar_of(members, mode="w"):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode=mode) as t:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+class InMemoryKms(pe.KmsClient):
+    def __init__(self, config):
+        pe.KmsClient.__init__(self)
+        self.keys = config.custom_kms_conf
+
+    def wrap_key(self, key_bytes, master_key_identifier):
+        return base64.b64encode(self.keys[master_key_identifier].encode() + key_bytes)
+
+    def unwrap_key(self, wrapped_key, master_key_identifier):
+        return base64.b64decode(wrapped_key)[len(self.keys[master_key_identifier]):]
+
+
+def new_format_files(corpus):
+    n = 0
+    csv = "learner_id,email,full_name\n1,someone@post.example,Ana\n3590,alexa590@post.example,Zoë Çelik\n"
+    for encoding in ("utf-16", "utf-16-le", "utf-16-be"):
+        n += put(corpus, NAMES[".csv"], csv.encode(encoding))
+        n += put(corpus, NAMES[".txt"], ("note: " + csv).encode(encoding))
+    n += put(corpus, NAMES[".csv"], b"\xef\xbb\xbf" + csv.encode())
+    t = table()
+    pbuf = io.BytesIO()
+    pq.write_table(t.select(["learner_id", "email"]), pbuf, compression="NONE")
+    jsonl = b'{"learner_id": 3590, "contact": {"email": "alexa590@post.example"}}\n'
+    members = [("people.csv", csv.encode()), ("rows.jsonl", jsonl), ("part.parquet", pbuf.getvalue())]
+    z = zip_of(members)
+    n += put(corpus, NAMES[".zip"], z)
+    plain = tar_of(members + [("inner.zip", zip_of(members[:2]))])
+    n += put(corpus, NAMES[".tar"], plain)
+    n += put(corpus, NAMES[".gz"], tar_of(members[:2] + [("inner.zip", zip_of(members[:1]))], "w:gz"))
+    n += put(corpus, NAMES[".tar"], lzma.compress(tar_of(members[:2])))
+    n += put(corpus, NAMES[".zst"], pa.compress(tar_of(members[:2]), codec="zstd", asbytes=True))
+    n += put(corpus, NAMES[".zst"], pa.compress(csv.encode(), codec="zstd", asbytes=True))
+    contact = pa.StructArray.from_arrays(
+        [t.column("email").combine_chunks(), t.column("full_name").combine_chunks()], names=["email", "name"]
+    )
+    nested = pa.table(
+        {
+            "learner_id": t.column("learner_id"),
+            "contact": contact,
+            "tags": pa.array([["a", "alexa590@post.example"]] * t.num_rows, pa.list_(pa.string())),
+            "attrs": pa.array([[("k", "Zoë Çelik")]] * t.num_rows, pa.map_(pa.string(), pa.string())),
+        }
+    )
+    for compression in ("UNCOMPRESSED", "ZLIB", "SNAPPY", "ZSTD", "LZ4"):
+        for data in (nested, t.select(["learner_id", "email"])):
+            buf = io.BytesIO()
+            orc.write_table(data, buf, compression=compression)
+            n += put(corpus, NAMES[".orc"], buf.getvalue())
+    kms = pe.KmsConnectionConfig(custom_kms_conf={"footer_key": "0123456789012345", "email_key": "1234567890123450"})
+    factory = pe.CryptoFactory(lambda config: InMemoryKms(config))
+    for plaintext in (False, True):
+        config = pe.EncryptionConfiguration(
+            footer_key="footer_key", column_keys={"email_key": ["email"]}, plaintext_footer=plaintext
+        )
+        buf = io.BytesIO()
+        small = t.select(["learner_id", "email"])
+        with pq.ParquetWriter(buf, small.schema, encryption_properties=factory.file_encryption_properties(kms, config)) as w:
+            w.write_table(small)
+        n += put(corpus, NAMES[".parquet"], buf.getvalue())
+    return n
+
+
 def main():
     demo, corpus = sys.argv[1], sys.argv[2]
     os.makedirs(corpus, exist_ok=True)
-    n = demo_files(demo, corpus) + parquet_files(corpus)
+    n = demo_files(demo, corpus) + parquet_files(corpus) + new_format_files(corpus)
     print(f"{n} seeds in {corpus}")
 
 

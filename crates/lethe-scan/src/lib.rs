@@ -7,11 +7,14 @@
 //! panic inside them makes the file unreadable instead of ending the scan.
 //!
 //! What is searched (see [`dispatch`] for how a reader is chosen, and each format module):
-//! Parquet (values, footer statistics, page index, bloom filters, delete files), Avro
+//! Parquet (values, footer statistics, page index, bloom filters, delete files), ORC (values,
+//! nested too, file and stripe statistics, user metadata), Avro
 //! (Iceberg manifests with typed bounds and partition values, manifest lists, generic Avro),
-//! JSON documents and JSON lines, Puffin blobs, CSV, gzip (inner content by name/magic),
-//! plain text; Hadoop `.crc` files are read and hold nothing; the file's own path relative to
-//! its root is searched too ([`Place::Path`]).
+//! JSON documents and JSON lines, Puffin blobs, CSV, plain text (UTF-8, or UTF-16 by its mark
+//! or pattern), gzip, zstd and xz streams (inner content by name/magic), zip and tar archives
+//! (every member with its own reader, hits detailed `archive!member: ...`, bounded by
+//! [`ArchiveLimits`]); Hadoop `.crc` files are read and hold nothing; the file's own path
+//! relative to its root is searched too ([`Place::Path`]).
 //!
 //! Cost does not grow with the number of subjects: value prefixes of all subjects are one
 //! Aho-Corasick automaton and IDs are hash maps (see [`TraceSet`]).
@@ -67,6 +70,7 @@ fn test_seed(default: u64) -> u64 {
 }
 
 pub use engine::ScanEngine;
+pub use formats::archive::ArchiveLimits;
 pub use report::{
     FileFormat, FileReport, FileStatus, Hit, MAX_HITS_PER_FILE, Place, Progress, ScanReport,
     TraceKind,
@@ -130,6 +134,8 @@ pub struct ScanOptions {
     pub delete_files: HashSet<PathBuf>,
     /// Worker threads; 0 (the default) means `std::thread::available_parallelism`.
     pub threads: usize,
+    /// Bounds on reading archives (nesting depth, bytes decompressed per file).
+    pub archive_limits: ArchiveLimits,
 }
 
 /// One file found by the walk.
@@ -364,8 +370,8 @@ pub fn scan_object<R: ::parquet::file::reader::ChunkReader + 'static>(
         Path::new(&e.name),
         &e.relative,
         e.bytes,
-        e.values_only,
-        e.delete_file,
+        (e.values_only, e.delete_file),
+        ArchiveLimits::default(),
         |ctx| {
             let src = open(e).map_err(|err| format!("cannot open: {err}"))?;
             dispatch::scan_source(src, &e.location, ctx, 0)
@@ -376,14 +382,25 @@ pub fn scan_object<R: ::parquet::file::reader::ChunkReader + 'static>(
 /// Scan one in-memory file named `name` (the name chooses the reader where the content has
 /// no magic, and is searched as [`Place::Path`]). For fuzzing and tests; never panics.
 pub fn scan_bytes(traces: &TraceSet, name: &str, bytes: &[u8], values_only: bool) -> FileReport {
+    scan_bytes_with_limits(traces, name, bytes, values_only, ArchiveLimits::default())
+}
+
+/// [`scan_bytes`] with other [`ArchiveLimits`] than the default.
+pub fn scan_bytes_with_limits(
+    traces: &TraceSet,
+    name: &str,
+    bytes: &[u8],
+    values_only: bool,
+    limits: ArchiveLimits,
+) -> FileReport {
     let data = Bytes::copy_from_slice(bytes);
     run_guarded(
         traces,
         Path::new(name),
         name,
         bytes.len() as u64,
-        values_only,
-        false,
+        (values_only, false),
+        limits,
         |ctx| dispatch::scan_source(data, name, ctx, 0),
     )
 }
@@ -405,8 +422,8 @@ pub fn scan_bytes_reference(
         Path::new(name),
         name,
         bytes.len() as u64,
-        values_only,
-        false,
+        (values_only, false),
+        ArchiveLimits::default(),
         |ctx| {
             ctx.parquet_values = formats::parquet::Values::Reference;
             dispatch::scan_source(data, name, ctx, 0)
@@ -414,14 +431,15 @@ pub fn scan_bytes_reference(
     )
 }
 
-/// Run one file's reader with hit collection, redaction and a panic guard.
+/// Run one file's reader with hit collection, redaction and a panic guard (`flags`: values
+/// only, marked as a delete file).
 fn run_guarded(
     traces: &TraceSet,
     path: &Path,
     relative: &str,
     bytes: u64,
-    values_only: bool,
-    marked_delete: bool,
+    (values_only, marked_delete): (bool, bool),
+    limits: ArchiveLimits,
     read: impl FnOnce(&mut Ctx) -> Result<(), String>,
 ) -> FileReport {
     let mut ctx = Ctx {
@@ -430,6 +448,14 @@ fn run_guarded(
         parquet_values: formats::parquet::Values::Search,
         format: FileFormat::Unknown,
         gzip: false,
+        archive: formats::archive::ArchiveState {
+            limits,
+            file: path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            ..Default::default()
+        },
     };
     ctx.hits
         .search(Place::Path, relative.as_bytes(), "path", &|| {
@@ -504,8 +530,8 @@ fn scan_entry(
         &e.path,
         &e.relative,
         e.bytes,
-        values_only,
-        marked_delete,
+        (values_only, marked_delete),
+        options.archive_limits,
         |ctx| {
             let mut file = File::open(&e.path).map_err(|err| format!("cannot open: {err}"))?;
             if e.bytes <= WHOLE_FILE {

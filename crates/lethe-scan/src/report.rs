@@ -24,12 +24,13 @@ pub const MAX_HITS_PER_FILE: usize = 10_000;
 /// Where in a file a trace was found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Place {
-    /// A Parquet data value (any column, nested included).
+    /// A Parquet or ORC data value (any column, nested included).
     DataValue,
-    /// A Parquet footer column-chunk statistic (min/max).
+    /// A Parquet footer column-chunk statistic (min/max), or an ORC file or stripe column
+    /// statistic.
     FooterStatistic,
-    /// A Parquet footer's key-value metadata (added beyond the original list: writers and
-    /// users can put anything there).
+    /// A Parquet footer's key-value metadata, or an ORC file's user metadata (added beyond
+    /// the original list: writers and users can put anything there).
     FooterMetadata,
     /// A Parquet page index (column index) min/max.
     PageIndex,
@@ -109,6 +110,8 @@ pub enum FileStatus {
 pub enum FileFormat {
     /// Apache Parquet.
     Parquet,
+    /// Apache ORC.
+    Orc,
     /// Avro object container (generic Avro).
     Avro,
     /// Iceberg manifest (Avro).
@@ -121,6 +124,10 @@ pub enum FileFormat {
     JsonLines,
     /// Puffin statistics/deletion-vector file.
     Puffin,
+    /// A zip archive (its members are read with their own readers).
+    Zip,
+    /// A tar archive, plain or compressed (its members are read with their own readers).
+    Tar,
     /// CSV with a header row.
     Csv,
     /// Plain text.
@@ -246,6 +253,9 @@ pub(crate) struct Hits<'t> {
     pub traces: &'t TraceSet,
     /// When true, ID traces are not matched (a table an exception keeps).
     pub values_only: bool,
+    /// Inside an archive: `archive!member` (nested: `a!b!c`), prefixed to details and
+    /// grouping keys; empty otherwise.
+    pub member: String,
     map: BTreeMap<HitKey, (String, u64)>,
     omitted: u64,
 }
@@ -255,8 +265,27 @@ impl<'t> Hits<'t> {
         Hits {
             traces,
             values_only,
+            member: String::new(),
             map: BTreeMap::new(),
             omitted: 0,
+        }
+    }
+
+    /// The grouping key of `group` here (inside an archive: with the member).
+    fn group(&self, group: &str) -> String {
+        if self.member.is_empty() {
+            group.to_string()
+        } else {
+            format!("{}\0{group}", self.member)
+        }
+    }
+
+    /// `detail` here (inside an archive: `archive!member: detail`).
+    fn detail(&self, detail: String) -> String {
+        if self.member.is_empty() {
+            detail
+        } else {
+            format!("{}: {detail}", self.member)
         }
     }
 
@@ -266,7 +295,8 @@ impl<'t> Hits<'t> {
         } else if self.map.len() >= MAX_HITS_PER_FILE {
             self.omitted += 1;
         } else {
-            self.map.insert(key, (detail(), 1));
+            let detail = self.detail(detail());
+            self.map.insert(key, (detail, 1));
         }
     }
 
@@ -276,7 +306,7 @@ impl<'t> Hits<'t> {
             subject: o.subject,
             place,
             trace: TraceRef::Value(o.kind),
-            group: group.to_string(),
+            group: self.group(group),
         };
         self.add(key, detail);
     }
@@ -297,7 +327,7 @@ impl<'t> Hits<'t> {
                 subject: o.subject,
                 place,
                 trace: TraceRef::Id(o.column),
-                group: group.to_string(),
+                group: self.group(group),
             };
             self.add(key, detail);
         }
@@ -325,13 +355,17 @@ impl<'t> Hits<'t> {
     pub fn merge(&mut self, deferred: Deferred) {
         let mut entries: Vec<(HitKey, DeferredHit)> = deferred.map.into_iter().collect();
         entries.sort_by_key(|(_, h)| h.order);
-        for (key, h) in entries {
+        for (mut key, h) in entries {
+            if !self.member.is_empty() {
+                key.group = self.group(&key.group);
+            }
             if let Some(e) = self.map.get_mut(&key) {
                 e.1 += h.count;
             } else if self.map.len() >= MAX_HITS_PER_FILE {
                 self.omitted += h.count;
             } else {
-                self.map.insert(key, (h.detail, h.count));
+                let detail = self.detail(h.detail);
+                self.map.insert(key, (detail, h.count));
             }
         }
     }

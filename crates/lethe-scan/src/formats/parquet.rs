@@ -87,7 +87,9 @@ fn id_name(parts: &[String]) -> &str {
 }
 
 /// Check the footer's Thrift sizes before parquet-rs decodes it (see [`super::thrift_guard`]).
-/// A file too short for a footer, or with an encrypted one, is left to parquet-rs to refuse.
+/// A file too short for a footer is left to parquet-rs to refuse; a file with modular
+/// encryption (encrypted footer `PARE`, or a plaintext footer with encrypted columns) is
+/// refused naming the keys it needs (see [`super::parquet_crypto`]).
 fn check_footer_sizes<R: ChunkReader>(src: &R, len: u64) -> Result<(), String> {
     let Some(tail_at) = len.checked_sub(8) else {
         return Ok(());
@@ -95,6 +97,16 @@ fn check_footer_sizes<R: ChunkReader>(src: &R, len: u64) -> Result<(), String> {
     let tail = src
         .get_bytes(tail_at, 8)
         .map_err(|e| format!("footer: {e}"))?;
+    if tail.len() == 8 && &tail[4..] == b"PARE" {
+        let footer_len = u64::from(u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]));
+        let region = match tail_at.checked_sub(footer_len) {
+            Some(start) => src
+                .get_bytes(start, footer_len as usize)
+                .map_err(|e| format!("footer: {e}"))?,
+            None => Bytes::new(),
+        };
+        return Err(super::parquet_crypto::encrypted_footer(&region));
+    }
     if tail.len() != 8 || &tail[4..] != b"PAR1" {
         return Ok(());
     }
@@ -105,7 +117,8 @@ fn check_footer_sizes<R: ChunkReader>(src: &R, len: u64) -> Result<(), String> {
     let footer = src
         .get_bytes(start, footer_len as usize)
         .map_err(|e| format!("footer: {e}"))?;
-    super::thrift_guard::check_footer(&footer)
+    super::thrift_guard::check_footer(&footer)?;
+    super::parquet_crypto::plaintext_footer(&footer)
 }
 
 /// Check each column index's range and Thrift sizes (see [`super::thrift_guard`]) before
@@ -656,7 +669,7 @@ impl PageReader for ReadPages {
 
 /// Walk every batch of `reader` (`first_leaves`: the first leaf column of each of its
 /// top-level fields; `first_row`: the file row of its first row).
-fn walk_batches(
+pub(crate) fn walk_batches(
     reader: impl Iterator<Item = Result<arrow::array::RecordBatch, arrow::error::ArrowError>>,
     sink: &mut Deferred,
     place: Place,

@@ -2,8 +2,10 @@
 //! [`CHUNK`] bytes with an overlap of at least four times the longest pattern, so memory is
 //! bounded and a trace across a chunk border is still found exactly once.
 //!
-//! Does not: decode UTF-16 or other non-UTF-8 encodings (bytes that are not UTF-8 are
-//! searched as ASCII-compatible bytes).
+//! UTF-16 text is decoded before it gets here (see [`super::encoding`]).
+//!
+//! Does not: decode other non-UTF-8 encodings (bytes that are not UTF-8 are searched as
+//! ASCII-compatible bytes).
 
 use std::io::{self, Read};
 

@@ -37,6 +37,7 @@ pub fn scan_dir(traces: &TraceSet, dir: &Path, threads: usize) -> ScanReport {
         values_only: vec![],
         delete_files: HashSet::from([dir.join(fixtures::EQ_DELETE)]),
         threads,
+        ..ScanOptions::default()
     };
     scan(traces, &options, &|_| {}).unwrap()
 }

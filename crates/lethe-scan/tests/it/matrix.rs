@@ -208,6 +208,7 @@ fn values_only_paths_skip_id_traces() {
         values_only: vec![dir.path().join("data"), dir.path().join("exports")],
         delete_files: HashSet::new(),
         threads: 2,
+        ..ScanOptions::default()
     };
     let report = scan(&traces, &options, &|_| {}).unwrap();
     for f in &report.files {

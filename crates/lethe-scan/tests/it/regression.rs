@@ -384,3 +384,16 @@ fn parquet_delta_page_counting_more_values_than_the_page_is_unreadable() {
         }
     }
 }
+
+/// orc-rust sums a string column's lengths into an i64 and reserves that many bytes: negative
+/// lengths in a corrupt LENGTH stream made `Vec::with_capacity` panic (capacity overflow,
+/// raised in the standard library, so the fuzz target first took it for lethe's own panic).
+/// The scan's guard catches it: the file is unreadable, the scan goes on.
+#[test]
+fn orc_with_negative_string_lengths_is_unreadable_not_a_crash() {
+    let input = include_bytes!("data/orc-negative-string-length.orc");
+    let traces = TraceSet::new(&subjects(), 15).unwrap();
+    let r = scan_bytes(&traces, "x.orc", input, false);
+    assert_eq!(r.format, lethe_scan::FileFormat::Orc);
+    assert!(r.is_unreadable(), "{:?}", r.status);
+}

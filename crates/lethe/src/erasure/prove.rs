@@ -555,6 +555,7 @@ pub async fn prove(
             values_only: values_only.iter().filter_map(to_path).collect(),
             delete_files: delete_files.iter().filter_map(to_path).collect(),
             threads: 0,
+            ..ScanOptions::default()
         };
         let report: ScanReport = tokio::task::block_in_place(|| {
             lethe_scan::scan(&traces, &options, &|p| {

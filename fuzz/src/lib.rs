@@ -1,7 +1,8 @@
 //! What the config fuzz targets (`fuzz_targets/config_*_toml.rs`) hold every parser of a
 //! user-supplied file to: it never panics (libFuzzer reports a panic as a crash), and every
 //! error it returns is an [`Error::Config`] that names the file it was given, a line of the
-//! text (1-based, within the text) and a non-empty key, rendered `file:line: key: message`.
+//! text (1-based, within the text) and a non-empty key — one TOML reads, when the text is a
+//! TOML document — rendered `file:line: key: message`.
 
 use std::path::Path;
 
@@ -39,6 +40,15 @@ pub fn check<T>(path: &Path, text: &str, result: Result<T, Error>) {
         !message.trim().is_empty(),
         "the error says nothing: {shown}"
     );
+    // A key the file can be searched for: when the text is a TOML document, the key is one
+    // TOML reads (a name holding a quote or a dot is quoted as the file spells it); "(file)"
+    // and "(top level)" stand for the file as a whole.
+    if !key.starts_with('(') && toml::de::DeTable::parse(text).is_ok() {
+        assert!(
+            toml::from_str::<toml::Table>(&format!("{key} = 0")).is_ok(),
+            "`{key}` is not a TOML key: {shown}"
+        );
+    }
     let prefix = format!("{}:{line}: {key}: ", path.display());
     assert!(shown.starts_with(&prefix), "not `{prefix}...`: {shown}");
 }

@@ -348,10 +348,11 @@ pub(crate) async fn versions_holding(
         };
         let holding = f.hits_omitted > 0 || f.hits.iter().any(|h| !expected(h));
         let name = f.path.display().to_string();
-        if holding && let Some((location, version)) = name.rsplit_once("?versionId=") {
-            if let Ok(l) = store.normalize(location) {
-                out.insert((l, version.to_string()));
-            }
+        if holding
+            && let Some((location, version)) = name.rsplit_once("?versionId=")
+            && let Ok(l) = store.normalize(location)
+        {
+            out.insert((l, version.to_string()));
         }
     };
     tokio::task::block_in_place(|| {

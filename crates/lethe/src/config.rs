@@ -641,7 +641,7 @@ fn outside_warehouse(
 ) -> Result<Vec<(String, String)>> {
     let mut out = Vec::new();
     for (table, location) in &parsed.value.tables_outside_warehouse {
-        let key = format!("tables_outside_warehouse.\"{table}\"");
+        let key = format!("tables_outside_warehouse.{}", tomlfile::quoted(table));
         if lethe_iceberg::catalog::TableName::parse(table).is_err() {
             return Err(parsed.error_at(
                 &key,

@@ -109,13 +109,46 @@ fn path_at(table: &toml::de::DeTable<'_>, offset: usize, path: &mut Vec<String>)
 
 /// A key path written as TOML writes it: segments joined by dots, quoted when they aren't bare.
 fn join_key(path: &[String]) -> String {
-    path.iter()
-        .map(|s| {
-            let bare = !s.is_empty()
-                && s.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-            if bare { s.clone() } else { format!("{s:?}") }
-        })
+    path.iter().map(|s| quote(s)).collect::<Vec<_>>().join(".")
+}
+
+/// One segment of a dotted key as TOML writes it: bare when it is letters, digits, `_` and `-`,
+/// else [`quoted`].
+pub fn quote(segment: &str) -> String {
+    let bare = !segment.is_empty()
+        && segment
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if bare {
+        segment.to_string()
+    } else {
+        quoted(segment)
+    }
+}
+
+/// A segment of a dotted key as a TOML basic string (`"a.b"`, `"say \"hi\""`), so a name
+/// holding a quote, a dot, a backslash or a control character is named as the file spells it
+/// and [`locate_key`] finds it.
+pub fn quoted(segment: &str) -> String {
+    let mut out = String::with_capacity(segment.len() + 2);
+    out.push('"');
+    for c in segment.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04X}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// A dotted key from its segments, each as [`quote`] writes it: `key(&["holds", name, "until"])`.
+pub fn key(segments: &[&str]) -> String {
+    segments
+        .iter()
+        .map(|s| quote(s))
         .collect::<Vec<_>>()
         .join(".")
 }
@@ -163,11 +196,25 @@ fn segments(key: &str) -> Vec<String> {
     let mut chars = key.chars();
     while let Some(c) = chars.next() {
         match (quote, c) {
-            (Some('"'), '\\') => {
-                if let Some(n) = chars.next() {
-                    cur.push(n);
+            (Some('"'), '\\') => match chars.next() {
+                Some(u @ ('u' | 'U')) => {
+                    let digits: String =
+                        chars.by_ref().take(if u == 'u' { 4 } else { 8 }).collect();
+                    if let Some(c) = u32::from_str_radix(&digits, 16)
+                        .ok()
+                        .and_then(char::from_u32)
+                    {
+                        cur.push(c);
+                    }
                 }
-            }
+                Some('n') => cur.push('\n'),
+                Some('t') => cur.push('\t'),
+                Some('r') => cur.push('\r'),
+                Some('b') => cur.push('\u{8}'),
+                Some('f') => cur.push('\u{c}'),
+                Some(n) => cur.push(n),
+                None => {}
+            },
             (Some(q), c) if c == q => quote = None,
             (Some(_), c) => cur.push(c),
             (None, '"' | '\'') => quote = Some(c),
@@ -250,6 +297,26 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.starts_with("r.toml:1:"), "{err}");
+    }
+
+    /// Names holding a quote, a backslash, a dot or a control character are quoted as TOML
+    /// spells them, and found again by [`locate_key`] (found by fuzzing: `holds."a"b".basis`).
+    #[test]
+    fn quoted_names_are_keys_the_file_spells() {
+        assert_eq!(key(&["holds", "a\"b", "basis"]), r#"holds."a\"b".basis"#);
+        assert_eq!(key(&["t", "a\\b"]), r#"t."a\\b""#);
+        assert_eq!(key(&["t", "a.b", "x_1"]), r#"t."a.b".x_1"#);
+        assert_eq!(quoted("a-1"), r#""a-1""#);
+        assert_eq!(key(&["t", "\u{1b}", ""]), r#"t."\u001B"."""#);
+        let text = "[holds.\"a\\\"b\"]\nbasis = 1\n\n[holds.\"c\\u001Bd\"]\nbasis = 2\n";
+        for (name, line) in [("a\"b", 2), ("c\u{1b}d", 5)] {
+            let k = key(&["holds", name, "basis"]);
+            assert!(
+                toml::from_str::<toml::Table>(&format!("{k} = 0")).is_ok(),
+                "{k}"
+            );
+            assert_eq!(locate_key(text, &k), line, "{k}");
+        }
     }
 
     #[test]

@@ -114,7 +114,7 @@ impl HoldsFile {
             value: tomlfile::parse::<HoldsDoc>(path, text)?,
         };
         for (name, h) in &f.value.holds {
-            let key = format!("holds.\"{name}\"");
+            let key = format!("holds.{}", tomlfile::quoted(name));
             if h.basis.trim().is_empty() {
                 return Err(f.error_at(
                     &format!("{key}.basis"),
@@ -184,6 +184,20 @@ mod tests {
     }
 
     const GOOD: &str = "[holds.\"t-1\"]\nrequests = [\"erasure-0001\"]\ntables = [\"billing.payments\"]\nbasis = \"tribunal\"\ndecided_by = \"legal team\"\nuntil = \"2027-03-31\"\n";
+
+    /// A hold's name holding a quote is named as the file spells it (`holds."a\"b"`), at its
+    /// own line: the key was `holds."a"b".decided_by`, not a TOML key, and placed at line 1.
+    #[test]
+    fn a_name_with_a_quote_is_named_as_written() {
+        let text = "# holds\n\n[holds.\"a\\\"b\"]\nbasis = \"x\"\n";
+        let e = HoldsFile::parse(Path::new("holds.toml"), text)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with(r#"holds.toml:3: holds."a\"b".decided_by: "#),
+            "{e}"
+        );
+    }
 
     #[test]
     fn a_hold_applies_by_request_or_reference_through_its_last_day() {

@@ -294,7 +294,7 @@ impl RetentionFile {
         };
         f.check_ranges()?;
         for (table, ex) in &f.value.erasure.exceptions {
-            let key = format!("erasure.exceptions.\"{table}\"");
+            let key = format!("erasure.exceptions.{}", tomlfile::quoted(table));
             if ex.reason.trim().is_empty() {
                 return Err(f.error_at(
                     &format!("{key}.reason"),
@@ -328,7 +328,7 @@ impl RetentionFile {
                 && t.reason.as_deref().is_none_or(|r| r.trim().is_empty())
             {
                 return Err(f.error_at(
-                    &format!("snapshots.tables.\"{table}\".history"),
+                    &format!("snapshots.tables.{}.history", tomlfile::quoted(table)),
                     format!("history = \"rewrite\" for `{table}` needs a `reason`: why its history is kept and must stay readable"),
                 ));
             }
@@ -365,7 +365,7 @@ impl RetentionFile {
         for (table, rule) in &self.value.tables {
             if i64::from(rule.keep_days) > MAX_DAYS {
                 return Err(self.error_at(
-                    &format!("tables.\"{table}\".keep_days"),
+                    &format!("tables.{}.keep_days", tomlfile::quoted(table)),
                     format!(
                         "{} is out of range: at most {MAX_DAYS} days (100 years)",
                         rule.keep_days

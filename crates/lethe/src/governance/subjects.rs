@@ -149,21 +149,21 @@ impl SubjectsFile {
         for (name, s) in &f.value {
             if s.identifiers.is_empty() {
                 return Err(f.error_at(
-                    &format!("{name}.identifiers"),
+                    &tomlfile::key(&[name, "identifiers"]),
                     "a subject needs at least one identifier column",
                 ));
             }
             if let Some(d) = &s.drill {
                 if d.from > d.to || d.from < 0 {
                     return Err(f.error_at(
-                        &format!("{name}.drill"),
+                        &tomlfile::key(&[name, "drill"]),
                         "the drill's range needs 0 <= from <= to",
                     ));
                 }
                 let b = d.step_budget_seconds;
                 if !(b > 0.0 && b <= MAX_STEP_BUDGET_SECONDS) {
                     return Err(f.error_at(
-                        &format!("{name}.drill.step_budget_seconds"),
+                        &tomlfile::key(&[name, "drill", "step_budget_seconds"]),
                         format!(
                             "{b} is out of range: more than 0 and at most {MAX_STEP_BUDGET_SECONDS} seconds (a week)"
                         ),
@@ -173,7 +173,7 @@ impl SubjectsFile {
             for (i, id) in s.identifiers.iter().enumerate() {
                 split_column(id).map_err(|e| {
                     f.error_at(
-                        &format!("{name}.identifiers"),
+                        &tomlfile::key(&[name, "identifiers"]),
                         format!("entry {}: {e}", i + 1),
                     )
                 })?;

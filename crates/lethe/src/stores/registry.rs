@@ -536,7 +536,7 @@ fn check(f: &Registry) -> Result<()> {
                 .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
         {
             return Err(f.error_at(
-                &format!("stores.{name}"),
+                &tomlfile::key(&["stores", name]),
                 "a store's name may hold letters, digits, '_' and '-' only (dotted names are warehouse tables)",
             ));
         }
@@ -617,14 +617,14 @@ fn check(f: &Registry) -> Result<()> {
     for (table, t) in &f.value.warehouse {
         if !table.contains('.') {
             return Err(f.error_at(
-                &format!("warehouse.\"{table}\""),
+                &format!("warehouse.{}", tomlfile::quoted(table)),
                 "a warehouse table is named namespace.table",
             ));
         }
         for d in &t.depends_on {
             if !stores.contains_key(d) {
                 return Err(f.error_at(
-                    &format!("warehouse.\"{table}\".depends_on"),
+                    &format!("warehouse.{}.depends_on", tomlfile::quoted(table)),
                     format!("`{d}` is not a registered store"),
                 ));
             }

@@ -1,0 +1,19 @@
+//! Fuzz `HoldsFile::parse` on `governance/holds.toml`: any UTF-8 text; no panic, and every error
+//! names the file, a line of the text and a key (`lethe_fuzz::check`).
+#![no_main]
+
+use std::path::Path;
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let Some(text) = lethe_fuzz::text(data) else {
+        return;
+    };
+    let path = Path::new("governance/holds.toml");
+    lethe_fuzz::check(
+        path,
+        text,
+        lethe::governance::holds::HoldsFile::parse(path, text),
+    );
+});

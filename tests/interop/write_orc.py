@@ -6,6 +6,7 @@ ORC tests: `python write_orc.py OUT_DIR EMAIL ID`.
   (the value in neither), with zstd compression and small stripes;
 - listed.orc: EMAIL only inside a list element and a map value (learner_id never ID);
 - clean.orc: the same shape without EMAIL or ID;
+- nested-{zlib,lz4,snappy,uncompressed}.orc: nested.orc's table in the other compressions;
 - metadata.orc: a clean file whose user metadata holds EMAIL (pyarrow has no API for
   user metadata, so this one is skipped when unsupported; the test then checks nothing).
 """
@@ -48,6 +49,8 @@ def main():
     orc.write_table(table(email, learner_id), f"{out}/nested.orc", compression="zstd", stripe_size=4096)
     orc.write_table(table(email, learner_id, hide_in_lists=True), f"{out}/listed.orc")
     orc.write_table(table(None, learner_id), f"{out}/clean.orc", compression="snappy")
+    for compression in ("zlib", "lz4", "snappy", "uncompressed"):
+        orc.write_table(table(email, learner_id), f"{out}/nested-{compression}.orc", compression=compression)
 
 
 if __name__ == "__main__":

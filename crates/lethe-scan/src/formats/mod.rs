@@ -12,6 +12,7 @@ pub(crate) mod delta_guard;
 pub(crate) mod encoding;
 pub(crate) mod json;
 pub(crate) mod orc;
+pub(crate) mod orc_guard;
 pub(crate) mod parquet;
 pub(crate) mod parquet_chunk;
 pub(crate) mod parquet_crypto;

@@ -144,6 +144,7 @@ fn statistic(hits: &mut Hits, s: &ColumnStatistics, column: &Column, scope: &str
 
 /// Read an ORC file: user metadata, statistics, then every value.
 pub(crate) fn scan_orc<R: ChunkReader + 'static>(src: R, hits: &mut Hits) -> Result<(), String> {
+    super::orc_guard::check(&src)?;
     let builder = orc_rust::ArrowReaderBuilder::try_new(OrcSource(src))
         .map_err(|e| format!("ORC footer: {e}"))?;
     let md = builder.file_metadata();
@@ -352,6 +353,14 @@ mod tests {
         // Counted once in the file's statistics and once in its one stripe's.
         for h in r.hits.iter().filter(|h| h.place == Place::FooterStatistic) {
             assert_eq!(h.count, 2, "{h:?}");
+        }
+
+        // The footer check decompresses the footer in every compression ORC has.
+        for compression in ["zlib", "lz4", "snappy", "uncompressed"] {
+            let name = format!("nested-{compression}.orc");
+            let again = scan_bytes(&ts, "nested.orc", &read(&name), false);
+            assert_eq!(again.status, FileStatus::Read, "{name}");
+            assert_eq!(again.hits, r.hits, "{name}");
         }
 
         let r = scan_bytes(&ts, "listed.orc", &read("listed.orc"), false);

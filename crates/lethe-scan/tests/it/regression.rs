@@ -397,3 +397,17 @@ fn orc_with_negative_string_lengths_is_unreadable_not_a_crash() {
     assert_eq!(r.format, lethe_scan::FileFormat::Orc);
     assert!(r.is_unreadable(), "{:?}", r.status);
 }
+
+/// orc-rust builds its schema by following the footer's subtype indices recursively: a
+/// footer whose types point back at a parent recursed until the stack overflowed, ending the
+/// process. The type tree is now checked first.
+#[test]
+fn orc_with_a_cycle_in_its_types_is_unreadable_not_a_stack_overflow() {
+    let input = include_bytes!("data/orc-type-cycle.orc");
+    let traces = TraceSet::new(&subjects(), 15).unwrap();
+    let r = scan_bytes(&traces, "x.orc", input, false);
+    let lethe_scan::FileStatus::Unreadable { reason } = &r.status else {
+        panic!("read: {r:?}");
+    };
+    assert!(reason.starts_with("ORC footer: type "), "{reason}");
+}

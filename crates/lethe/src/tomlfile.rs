@@ -83,28 +83,29 @@ pub(crate) fn key_at(text: &str, offset: usize) -> String {
     key_at_line(text, offset)
 }
 
-/// Appends to `path` the keys leading to the entry of `table` that holds `offset`.
-fn path_at(table: &toml::de::DeTable<'_>, offset: usize, path: &mut Vec<String>) {
+/// Appends to `path` the keys leading to the entry of `table` that holds `offset`; whether
+/// one does. A table made by a dotted key (`holds.x = { … }`) has no span of its own, so an
+/// entry whose spans miss the offset is still searched inside.
+fn path_at(table: &toml::de::DeTable<'_>, offset: usize, path: &mut Vec<String>) -> bool {
     for (k, v) in table.iter() {
-        if !(k.span().contains(&offset) || v.span().contains(&offset)) {
-            continue;
-        }
+        let here = k.span().contains(&offset) || v.span().contains(&offset);
         path.push(k.get_ref().to_string());
-        match v.get_ref() {
+        let inside = match v.get_ref() {
             toml::de::DeValue::Table(t) => path_at(t, offset, path),
-            toml::de::DeValue::Array(items) => {
-                for item in items.iter() {
-                    if let toml::de::DeValue::Table(t) = item.get_ref()
-                        && item.span().contains(&offset)
-                    {
-                        path_at(t, offset, path);
-                    }
+            toml::de::DeValue::Array(items) => items.iter().any(|item| match item.get_ref() {
+                toml::de::DeValue::Table(t) if item.span().contains(&offset) || !here => {
+                    path_at(t, offset, path)
                 }
-            }
-            _ => {}
+                _ => false,
+            }),
+            _ => false,
+        };
+        if here || inside {
+            return true;
         }
-        return;
+        path.pop();
     }
+    false
 }
 
 /// A key path written as TOML writes it: segments joined by dots, quoted when they aren't bare.
@@ -350,5 +351,20 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.starts_with("r.toml:1: tables.\"a.b\".keep_days: "), "{e}");
+    }
+
+    /// Found by fuzzing (config_holds_toml): an entry under a dotted key (`holds.x = { … }`)
+    /// has no table span of its own; its key was then read off the line, through a header
+    /// that is text inside a multi-line string.
+    #[test]
+    fn keys_under_a_dotted_key_come_from_the_document() {
+        let text = "holds.x = { requests = [\"r\"], tables = [\"a.b\"], basis = \"\"\"multi\n[holds.y]\nline\"\"\", decided_by = \"legal\", until = 2027-03-31 }\n";
+        let path = Path::new("governance/holds.toml");
+        let e = crate::governance::holds::HoldsFile::parse(path, text).unwrap_err();
+        let Error::Config { key, .. } = &e else {
+            panic!("{e:?}")
+        };
+        assert!(key.starts_with("holds.x"), "{e}");
+        assert!(!key.contains("holds.y"), "{e}");
     }
 }

@@ -2,8 +2,9 @@
 //!
 //! Configured as two requests, a deletion and a probe: method, URL template (`{subject}` is the
 //! subject reference, percent-encoded; `${VAR}` an environment variable), an optional JSON body
-//! (a JSON document whose strings may hold `{subject}` and `${VAR}`), and how statuses map (delete: `ok` = done, default 200/202/204; probe: `ok` = found, default
-//! 200, with an optional JSON pointer to a count; `absent` = the vendor doesn't know the
+//! (a JSON document whose strings may hold `{subject}` and `${VAR}`), and how statuses map
+//! (delete: `ok` = done, default 200/202/204; probe: `ok` = found, default 200, with an
+//! optional JSON pointer to a count; `absent` = the vendor doesn't know the
 //! subject, default 404/410). The credential is a header whose value comes from the environment
 //! (`auth_env`), kept in a `secrecy` type and marked sensitive: it never appears in logs, errors
 //! or evidence, and neither does a rendered URL (errors name the template).

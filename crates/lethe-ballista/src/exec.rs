@@ -219,8 +219,11 @@ fn scan_task(job: &ScanJob, traces: &TraceSet, partition: usize) -> Result<Recor
             .map_err(|e| e.to_string()),
     };
     let mut rows = ScanRows::default();
+    // An executor holds no Parquet master keys: an encrypted file it scans is unreadable,
+    // naming its keys (docs/cluster.md).
+    let keys = lethe_scan::ParquetKeys::default();
     for (i, entry) in job.tasks.get(partition).into_iter().flatten().enumerate() {
-        let report = lethe_scan::scan_object(traces, entry, &open);
+        let report = lethe_scan::scan_object(traces, entry, &open, &keys);
         rows.push((first + i) as u64, &report);
     }
     rows.finish()

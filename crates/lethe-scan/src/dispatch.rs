@@ -170,6 +170,8 @@ pub(crate) struct Ctx<'t> {
     pub gzip: bool,
     /// Archive nesting, limits and bytes read out of archives.
     pub archive: ArchiveState,
+    /// Keys for encrypted Parquet.
+    pub keys: crate::ParquetKeys,
 }
 
 /// Scan a random-access source.
@@ -187,7 +189,12 @@ pub(crate) fn scan_source<R: ChunkReader + 'static>(
     match kind {
         Kind::Parquet => {
             ctx.format = FileFormat::Parquet;
-            parquet::scan_parquet(src, &mut ctx.hits, ctx.marked_delete, ctx.parquet_values)
+            parquet::scan_parquet(
+                src,
+                &mut ctx.hits,
+                (ctx.marked_delete, ctx.parquet_values),
+                &ctx.keys,
+            )
         }
         Kind::Puffin => {
             ctx.format = FileFormat::Puffin;

@@ -21,7 +21,7 @@
 //!
 //! Does not: follow symbolic links (a link to a target outside the roots is reported
 //! unreadable; one inside is skipped, its target being scanned where it lies), read
-//! encrypted Parquet, search IDs as free text, or decode sketches.
+//! encrypted Parquet without its keys ([`keys`]), search IDs as free text, or decode sketches.
 //!
 //! ```no_run
 //! use lethe_scan::*;
@@ -55,6 +55,7 @@ pub mod dispatch;
 pub mod engine;
 mod formats;
 mod grams;
+pub mod keys;
 mod report;
 mod traces;
 
@@ -71,6 +72,7 @@ fn test_seed(default: u64) -> u64 {
 
 pub use engine::ScanEngine;
 pub use formats::archive::ArchiveLimits;
+pub use keys::{KeyFile, Kms, ParquetKeys};
 pub use report::{
     FileFormat, FileReport, FileStatus, Hit, MAX_HITS_PER_FILE, Place, Progress, ScanReport,
     TraceKind,
@@ -136,6 +138,9 @@ pub struct ScanOptions {
     pub threads: usize,
     /// Bounds on reading archives (nesting depth, bytes decompressed per file).
     pub archive_limits: ArchiveLimits,
+    /// Keys for encrypted Parquet files (none: they are unreadable, naming their keys).
+    #[serde(skip)]
+    pub parquet_keys: ParquetKeys,
 }
 
 /// One file found by the walk.
@@ -270,10 +275,12 @@ const OBJECTS_AHEAD: usize = 64;
 /// report has the totals and no per-file list. Memory stays flat in the number of objects.
 ///
 /// Errors when the listing fails (an `Err` item): what wasn't listed can't be proven clean.
+/// Encrypted Parquet is decrypted with `keys`.
 pub fn scan_objects<R, I>(
     traces: &TraceSet,
     objects: I,
     open: &(dyn Fn(&ObjectEntry) -> std::result::Result<R, String> + Sync),
+    keys: &ParquetKeys,
     threads: usize,
     on_file: &mut dyn FnMut(FileReport),
     progress: &dyn Fn(Progress),
@@ -323,7 +330,7 @@ where
                         Err(_) => return,
                     };
                     let Ok(e) = next else { return };
-                    let r = scan_object(traces, &e, open);
+                    let r = scan_object(traces, &e, open, keys);
                     if done_tx.send((e.bytes, r)).is_err() {
                         return;
                     }
@@ -364,6 +371,7 @@ pub fn scan_object<R: ::parquet::file::reader::ChunkReader + 'static>(
     traces: &TraceSet,
     e: &ObjectEntry,
     open: &(dyn Fn(&ObjectEntry) -> std::result::Result<R, String> + Sync),
+    keys: &ParquetKeys,
 ) -> FileReport {
     run_guarded(
         traces,
@@ -371,7 +379,7 @@ pub fn scan_object<R: ::parquet::file::reader::ChunkReader + 'static>(
         &e.relative,
         e.bytes,
         (e.values_only, e.delete_file),
-        ArchiveLimits::default(),
+        (ArchiveLimits::default(), keys),
         |ctx| {
             let src = open(e).map_err(|err| format!("cannot open: {err}"))?;
             dispatch::scan_source(src, &e.location, ctx, 0)
@@ -400,7 +408,7 @@ pub fn scan_bytes_with_limits(
         name,
         bytes.len() as u64,
         (values_only, false),
-        limits,
+        (limits, &ParquetKeys::default()),
         |ctx| dispatch::scan_source(data, name, ctx, 0),
     )
 }
@@ -423,7 +431,7 @@ pub fn scan_bytes_reference(
         name,
         bytes.len() as u64,
         (values_only, false),
-        ArchiveLimits::default(),
+        (ArchiveLimits::default(), &ParquetKeys::default()),
         |ctx| {
             ctx.parquet_values = formats::parquet::Values::Reference;
             dispatch::scan_source(data, name, ctx, 0)
@@ -439,7 +447,7 @@ fn run_guarded(
     relative: &str,
     bytes: u64,
     (values_only, marked_delete): (bool, bool),
-    limits: ArchiveLimits,
+    (limits, keys): (ArchiveLimits, &ParquetKeys),
     read: impl FnOnce(&mut Ctx) -> Result<(), String>,
 ) -> FileReport {
     let mut ctx = Ctx {
@@ -456,6 +464,7 @@ fn run_guarded(
                 .unwrap_or_default(),
             ..Default::default()
         },
+        keys: keys.clone(),
     };
     ctx.hits
         .search(Place::Path, relative.as_bytes(), "path", &|| {
@@ -531,7 +540,7 @@ fn scan_entry(
         &e.relative,
         e.bytes,
         (values_only, marked_delete),
-        options.archive_limits,
+        (options.archive_limits, &options.parquet_keys),
         |ctx| {
             let mut file = File::open(&e.path).map_err(|err| format!("cannot open: {err}"))?;
             if e.bytes <= WHOLE_FILE {

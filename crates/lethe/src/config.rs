@@ -24,6 +24,10 @@
 //! reclaim = "SeaweedFS compacts a volume once 30% of it is garbage"   # stated in attestations
 //! reclaim_days = 1             # ... with the date by which space is reclaimed
 //!
+//! [storage.encryption]         # optional: encrypted Parquet files the proof scan decrypts
+//! keys_file = "parquet-keys.txt"  # master keys `id:base64key` per line (mode 0600);
+//! #   else $LETHE_PARQUET_KEYS (the list) or $LETHE_PARQUET_KEYS_FILE
+//!
 //! [paths]                      # all optional, these are the defaults
 //! governance = "governance"
 //! pipelines = "pipelines"
@@ -216,6 +220,20 @@ pub struct StorageConfig {
     /// the attestation states the date.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reclaim_days: Option<u32>,
+    /// `[storage.encryption]`: master keys for encrypted Parquet files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encryption: Option<EncryptionConfig>,
+}
+
+/// The `[storage.encryption]` section: where the master keys of Parquet modular encryption
+/// are, so that the proof scan reads encrypted Parquet files (see [`crate::keys::parquet_keys`]).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct EncryptionConfig {
+    /// A file of master keys, `id:base64key` per line (mode 0600), relative to `lethe.toml`'s
+    /// folder; `$LETHE_PARQUET_KEYS` (the list itself) or `$LETHE_PARQUET_KEYS_FILE` win over it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keys_file: Option<String>,
 }
 
 /// Where the warehouse's files are.

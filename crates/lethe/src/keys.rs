@@ -234,6 +234,43 @@ pub(crate) fn read_json_lines<T: DeserializeOwned>(path: &Path, what: &str) -> R
         .collect()
 }
 
+/// Where the master keys of encrypted Parquet files come from.
+const PARQUET_SOURCE: KeySource = KeySource {
+    what: "Parquet master",
+    env: "LETHE_PARQUET_KEYS",
+    file_env: "LETHE_PARQUET_KEYS_FILE",
+};
+
+/// The Parquet master keys of `config`: `$LETHE_PARQUET_KEYS` (the list, `id:base64key`
+/// entries), else the file `$LETHE_PARQUET_KEYS_FILE` names, else `[storage.encryption]
+/// keys_file` (a file must be private, as every key file). None configured: no keys, and an
+/// encrypted file stays unreadable. Errors name the variable or file and the entry's line.
+pub fn parquet_keys(config: &crate::config::Config) -> Result<lethe_scan::ParquetKeys> {
+    use secrecy::ExposeSecret;
+    let configured = config
+        .storage
+        .encryption
+        .as_ref()
+        .and_then(|e| e.keys_file.as_ref())
+        .map(|f| config.root.join(f));
+    let source = if std::env::var_os(PARQUET_SOURCE.env).is_some() {
+        PARQUET_SOURCE.env.to_string()
+    } else if let Some(f) = std::env::var_os(PARQUET_SOURCE.file_env) {
+        PathBuf::from(f).display().to_string()
+    } else if let Some(f) = &configured {
+        f.display().to_string()
+    } else {
+        return Ok(lethe_scan::ParquetKeys::default());
+    };
+    let Some(text) = PARQUET_SOURCE.load(configured)? else {
+        return Ok(lethe_scan::ParquetKeys::default());
+    };
+    let text = std::str::from_utf8(text.expose_secret())
+        .map_err(|_| Error::invalid(format!("the Parquet master keys in {source} are not text")))?;
+    let file = lethe_scan::KeyFile::parse(text, &source).map_err(Error::invalid)?;
+    Ok(lethe_scan::ParquetKeys::new(std::sync::Arc::new(file)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

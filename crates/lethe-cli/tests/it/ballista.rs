@@ -326,6 +326,7 @@ async fn the_canary_matrix_scans_the_same_on_the_cluster() {
                 &traces,
                 listed.clone().into_iter().map(Ok),
                 &open,
+                &lethe_scan::ParquetKeys::default(),
                 2,
                 &mut |f| local.push(f),
                 &|_| {},

@@ -394,3 +394,95 @@ async fn another_learners_ticket_naming_the_subject_is_a_mention() {
     // The mention is another learner's row: the plan keeps it, and the scan reports it.
     assert_eq!(a["verdict"]["physical"], "PENDING");
 }
+
+/// Issue 48: encrypted Parquet in a raw folder (written by PyArrow with a KMS, key material in
+/// the files). Without keys the attestation is INCOMPLETE naming the master key; with
+/// `[storage.encryption] keys_file` the scan decrypts the files and finds the subject in them
+/// (it can see); once they hold only other people, the same scan finds them clean and the
+/// attestation is COMPLETE. A key file others may read is refused, naming the fix.
+#[tokio::test(flavor = "multi_thread")]
+async fn encrypted_parquet_is_read_with_the_configured_master_keys() {
+    let demo = Demo::new().await;
+    erase(
+        &demo.ws,
+        &[request(3590, "erasure-0001")],
+        &erase_opts(),
+        &|_| {},
+    )
+    .await
+    .unwrap();
+    let case = read_case(&demo.ws, "erasure-0001").unwrap();
+    let email = case.values.iter().find(|v| v.kind == "email").unwrap();
+    let raw = demo.dir.join("raw/exports");
+    std::fs::create_dir_all(&raw).unwrap();
+    let write = |email: &str, id: &str| {
+        let out = std::process::Command::new(crate::common::python())
+            .arg(crate::common::interop_dir().join("write_encrypted_parquet.py"))
+            .args([raw.as_os_str(), email.as_ref(), id.as_ref()])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let keys = std::fs::read(raw.join("keys.txt")).unwrap();
+        std::fs::remove_file(raw.join("keys.txt")).unwrap();
+        keys
+    };
+    let keys = write(&email.value, "3590");
+    let attest = |code: i32| -> (serde_json::Value, String) {
+        let out = demo.lethe(&["attest", "--request", "erasure-0001", "--json"]);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(code), "{stderr}");
+        (
+            serde_json::from_slice(&out.stdout).unwrap_or_default(),
+            stderr,
+        )
+    };
+    let (a, _) = attest(1);
+    let remaining = a["verdict"]["remaining"].to_string();
+    assert!(
+        remaining.contains("encrypted_footer.parquet")
+            && remaining.contains("no key configured for footer_key"),
+        "{remaining}"
+    );
+    // The keys, configured.
+    crate::common::write_private(&demo.dir.join("parquet-keys.txt"), &keys);
+    let config = demo.dir.join("lethe.toml");
+    let mut toml = std::fs::read_to_string(&config).unwrap();
+    toml.push_str("\n[storage.encryption]\nkeys_file = \"parquet-keys.txt\"\n");
+    std::fs::write(&config, toml).unwrap();
+    let (a, _) = attest(1);
+    let remaining = a["verdict"]["remaining"].to_string();
+    for name in ["encrypted_footer", "plaintext_footer", "single_wrapped"] {
+        let at = remaining
+            .find(&format!("{name}.parquet"))
+            .unwrap_or_else(|| panic!("{name}: {remaining}"));
+        assert!(
+            remaining[at..].contains("holds the subject"),
+            "{name}: {remaining}"
+        );
+    }
+    assert!(!remaining.contains("no key configured"), "{remaining}");
+    // A key file its group may read is refused, naming it and the fix, never a key.
+    use std::os::unix::fs::PermissionsExt;
+    let key_file = demo.dir.join("parquet-keys.txt");
+    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let out = demo.lethe(&["attest", "--request", "erasure-0001", "--json"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("parquet-keys.txt") && stderr.contains("chmod 600"),
+        "{stderr}"
+    );
+    let secret = String::from_utf8(keys).unwrap();
+    let b64 = secret.lines().next().unwrap().split(':').nth(1).unwrap();
+    assert!(!stderr.contains(b64), "{stderr}");
+    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    // The exports rewritten without the subject: read, clean, COMPLETE.
+    write("someone@else.example", "12");
+    let (a, _) = attest(0);
+    assert_eq!(a["manifest"]["status"], "COMPLETE", "{a}");
+    assert_eq!(a["verdict"]["remaining"], serde_json::json!([]), "{a}");
+}

@@ -20,7 +20,12 @@
 //!   files whose key-value metadata says `delete-type`, and files the caller marks as delete
 //!   files report their values as `DeleteFile`.
 //!
-//! Does not: decrypt encrypted Parquet (reported unreadable), compare float/decimal columns.
+//! Encrypted Parquet (modular encryption) is decrypted with the configured keys ([`crate::keys`])
+//! and read as above, except that its encrypted columns' values are decoded, not searched as
+//! page bytes first, and their bloom filters are not probed; without the keys the file is
+//! unreadable, naming them.
+//!
+//! Does not: compare float/decimal columns.
 
 use arrow::array::{Array, AsArray, GenericByteArray};
 use arrow::datatypes::{ArrowNativeType, ByteArrayType};
@@ -39,6 +44,7 @@ use parquet::arrow::arrow_reader::{
 use parquet::arrow::parquet_to_arrow_field_levels;
 use parquet::basic::Type as PhysicalType;
 use parquet::column::page::{Page, PageIterator, PageMetadata, PageReader};
+use parquet::encryption::decrypt::FileDecryptionProperties;
 use parquet::errors::ParquetError;
 use parquet::file::metadata::{
     PageIndexPolicy, ParquetMetaData, ParquetMetaDataReader, RowGroupMetaData,
@@ -47,6 +53,7 @@ use parquet::file::page_index::column_index::ColumnIndexMetaData;
 use parquet::file::reader::{ChunkReader, Length};
 
 pub(crate) use super::parquet_pages::Values;
+use crate::keys::{FileKeys, ParquetKeys};
 use crate::report::{Deferred, Hits, Order, Place};
 use crate::traces::{IdColumn, PageSearch};
 
@@ -87,12 +94,13 @@ fn id_name(parts: &[String]) -> &str {
 }
 
 /// Check the footer's Thrift sizes before parquet-rs decodes it (see [`super::thrift_guard`]).
-/// A file too short for a footer is left to parquet-rs to refuse; a file with modular
-/// encryption (encrypted footer `PARE`, or a plaintext footer with encrypted columns) is
-/// refused naming the keys it needs (see [`super::parquet_crypto`]).
-fn check_footer_sizes<R: ChunkReader>(src: &R, len: u64) -> Result<(), String> {
+/// A file too short for a footer is left to parquet-rs to refuse. For a file with modular
+/// encryption (encrypted footer `PARE`, or a plaintext footer with encrypted columns):
+/// `Ok(Some(reason))`, the reason naming the keys it needs (see [`super::parquet_crypto`]);
+/// an encrypted footer's sizes are not checked (AES-GCM authenticates it when it is read).
+fn check_footer_sizes<R: ChunkReader>(src: &R, len: u64) -> Result<Option<String>, String> {
     let Some(tail_at) = len.checked_sub(8) else {
-        return Ok(());
+        return Ok(None);
     };
     let tail = src
         .get_bytes(tail_at, 8)
@@ -105,24 +113,25 @@ fn check_footer_sizes<R: ChunkReader>(src: &R, len: u64) -> Result<(), String> {
                 .map_err(|e| format!("footer: {e}"))?,
             None => Bytes::new(),
         };
-        return Err(super::parquet_crypto::encrypted_footer(&region));
+        return Ok(Some(super::parquet_crypto::encrypted_footer(&region)));
     }
     if tail.len() != 8 || &tail[4..] != b"PAR1" {
-        return Ok(());
+        return Ok(None);
     }
     let footer_len = u64::from(u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]));
     let Some(start) = tail_at.checked_sub(footer_len) else {
-        return Ok(());
+        return Ok(None);
     };
     let footer = src
         .get_bytes(start, footer_len as usize)
         .map_err(|e| format!("footer: {e}"))?;
     super::thrift_guard::check_footer(&footer)?;
-    super::parquet_crypto::plaintext_footer(&footer)
+    Ok(super::parquet_crypto::plaintext_footer(&footer).err())
 }
 
 /// Check each column index's range and Thrift sizes (see [`super::thrift_guard`]) before
-/// parquet-rs decodes it: it reserved memory for a page list from the size in the data.
+/// parquet-rs decodes it: it reserved memory for a page list from the size in the data (an
+/// encrypted column's index: its range only).
 fn check_column_index_sizes<R: ChunkReader>(
     src: &R,
     md: &ParquetMetaData,
@@ -143,6 +152,10 @@ fn check_column_index_sizes<R: ChunkReader>(
                     "footer: the column index of column chunk {c} of row group {g} lies outside the file"
                 ));
             };
+            if chunk.crypto_metadata().is_some() {
+                // Encrypted: its size is checked by decryption (AES-GCM authenticates it).
+                continue;
+            }
             let bytes = src
                 .get_bytes(at, n as usize)
                 .map_err(|e| format!("page index: {e}"))?;
@@ -248,12 +261,37 @@ fn with_counted_rows(
         .build()
 }
 
-/// Read a Parquet file, its data values as `how` says.
+/// Read a Parquet file, its data values as `how` says; an encrypted file is decrypted with
+/// `keys` (unreadable, naming the keys it needs, when they aren't configured).
 pub(crate) fn scan_parquet<R: ChunkReader + 'static>(
+    src: R,
+    hits: &mut Hits,
+    (marked_delete, how): (bool, Values),
+    keys: &ParquetKeys,
+) -> Result<(), String> {
+    let file_keys = match check_footer_sizes(&src, src.len())? {
+        None => None,
+        Some(reason) => match keys.for_file() {
+            None => return Err(reason),
+            Some(k) => Some(k),
+        },
+    };
+    let decryption = file_keys.as_ref().map(FileKeys::properties).transpose()?;
+    let read = read_parquet(src, hits, marked_delete, how, decryption);
+    match (read, file_keys) {
+        (Err(e), Some(k)) => Err(k.reason(e)),
+        (r, _) => r,
+    }
+}
+
+/// [`scan_parquet`] once the file's footer is checked: `decryption` is set for an encrypted
+/// file.
+fn read_parquet<R: ChunkReader + 'static>(
     src: R,
     hits: &mut Hits,
     marked_delete: bool,
     how: Values,
+    decryption: Option<Arc<FileDecryptionProperties>>,
 ) -> Result<(), String> {
     let len = src.len();
     // The embedded Arrow schema (`ARROW:schema`) is skipped: arrow-ipc panics on a corrupt
@@ -261,23 +299,27 @@ pub(crate) fn scan_parquet<R: ChunkReader + 'static>(
     // The offset index is skipped too: pages are read in sequence, so a corrupt offset index
     // (page before its column chunk: parquet-rs subtracts with overflow) cannot steer the
     // reader; the column index (page min/max) is still read and searched.
-    let options = ArrowReaderOptions::new()
+    let mut options = ArrowReaderOptions::new()
         .with_page_index_policy(PageIndexPolicy::Optional)
         .with_offset_index_policy(PageIndexPolicy::Skip)
         .with_skip_arrow_metadata(true);
-    check_footer_sizes(&src, len)?;
+    if let Some(d) = &decryption {
+        options = options.with_file_decryption_properties(Arc::clone(d));
+    }
     let src = Shared(Arc::new(src));
     // The footer first, then (once its chunk ranges and column indexes' Thrift sizes are
     // checked) the column indexes.
     let footer = ParquetMetaDataReader::new()
         .with_page_index_policy(PageIndexPolicy::Skip)
+        .with_decryption_properties(decryption.clone())
         .parse_and_finish(&src)
         .map_err(|e| format!("footer: {e}"))?;
     check_chunk_ranges(&footer, len)?;
     check_column_index_sizes(&src, &footer, len)?;
     let mut reader = ParquetMetaDataReader::new_with_metadata(footer)
         .with_column_index_policy(PageIndexPolicy::Optional)
-        .with_offset_index_policy(PageIndexPolicy::Skip);
+        .with_offset_index_policy(PageIndexPolicy::Skip)
+        .with_decryption_properties(decryption);
     reader
         .read_page_indexes(&src)
         .map_err(|e| format!("page index: {e}"))?;
@@ -344,8 +386,11 @@ pub(crate) fn scan_parquet<R: ChunkReader + 'static>(
                     stat_value(hits, Place::FooterStatistic, physical, col, v, &group);
                 }
             }
+            // An encrypted column's bloom filter is encrypted too, and parquet-rs reads it
+            // undecrypted: not probed (it holds hashes of the chunk's values, which are read).
             if let Some(col) = col
                 && !hits.values_only
+                && cc.crypto_metadata().is_none()
             {
                 let (offset, length) = (cc.bloom_filter_offset(), cc.bloom_filter_length());
                 let Some(offset) = offset else { continue };

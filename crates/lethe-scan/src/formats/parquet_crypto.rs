@@ -7,8 +7,11 @@
 //! The key named is the `masterKeyID` of the key material PyArrow and parquet-java store in
 //! the file (`PKMT1` JSON), or the key metadata itself when it is a short printable string.
 //!
-//! Does not: decrypt (no key management is configured), or name keys whose material is
-//! stored outside the file (the reason then says the footer names no key).
+//! With keys configured ([`crate::keys`]) such a file is decrypted instead; this module gives
+//! the reason when they aren't.
+//!
+//! Does not: name keys whose material is stored outside the file (the reason then says the
+//! footer names no key).
 
 use super::thrift_guard::skip_value;
 
@@ -233,6 +236,78 @@ mod tests {
                 FileStatus::Unreadable {
                     reason: format!("member `{name}`: encrypted; no key configured for {key}")
                 }
+            );
+        }
+    }
+
+    /// The same files read with their master keys (lethe's file KMS, from the `keys.txt` the
+    /// script writes): each is read and the subject is found where PyArrow wrote it — the
+    /// email in `email`, the ID in `learner_id` (encrypted or not). With the footer key only,
+    /// or a wrong key under a listed ID, the file is unreadable and says why (hits in the
+    /// columns read before are kept).
+    #[test]
+    fn pyarrow_encrypted_files_are_read_with_their_master_keys() {
+        use crate::dispatch::tests::{run_interop_script, subject_traces};
+        use crate::{FileStatus, KeyFile, ParquetKeys, Place, ScanOptions, TraceKind};
+        let ts = subject_traces();
+        let dir = run_interop_script("write_encrypted_parquet.py");
+        let scan = |keys: &str| {
+            let file = KeyFile::parse(keys, "keys.txt").unwrap();
+            let options = ScanOptions {
+                roots: vec![dir.path().to_path_buf()],
+                parquet_keys: ParquetKeys::new(std::sync::Arc::new(file)),
+                ..ScanOptions::default()
+            };
+            crate::scan(&ts, &options, &|_| {}).unwrap()
+        };
+        let status = |r: &crate::ScanReport, name: &str| {
+            let f = r.files.iter().find(|f| f.path.ends_with(name)).unwrap();
+            (f.status.clone(), f.hits.clone())
+        };
+        let names = [
+            "encrypted_footer.parquet",
+            "plaintext_footer.parquet",
+            "single_wrapped.parquet",
+        ];
+        let keys = std::fs::read_to_string(dir.path().join("keys.txt")).unwrap();
+        let all = scan(&keys);
+        for name in names {
+            let (st, hits) = status(&all, name);
+            assert_eq!(st, FileStatus::Read, "{name}");
+            let value = hits.iter().any(|h| {
+                h.place == Place::DataValue
+                    && matches!(&h.trace, TraceKind::Value { kind } if kind == "email")
+                    && h.detail.contains("`email`")
+            });
+            let id = hits.iter().any(|h| {
+                h.place == Place::DataValue
+                    && matches!(&h.trace, TraceKind::Id { column } if column == "learner_id")
+            });
+            assert!(value && id, "{name}: {hits:?}");
+        }
+        let footer_only: String = keys
+            .lines()
+            .filter(|l| l.starts_with("footer_key:"))
+            .collect();
+        let some = scan(&footer_only);
+        for name in names {
+            let (st, hits) = status(&some, name);
+            let want = "encrypted; no key configured for email_key".to_string();
+            assert_eq!(st, FileStatus::Unreadable { reason: want }, "{name}");
+            // What was read before the missing key is kept (`learner_id` in the clear).
+            let email = |h: &crate::Hit| matches!(&h.trace, TraceKind::Value { .. });
+            assert!(!hits.iter().any(email), "{name}: {hits:?}");
+        }
+        let wrong = "footer_key:AAAAAAAAAAAAAAAAAAAAAA==\nemail_key:AAAAAAAAAAAAAAAAAAAAAA==";
+        let r = scan(wrong);
+        for name in names {
+            let (st, _) = status(&r, name);
+            let FileStatus::Unreadable { reason } = st else {
+                panic!("{name}: read with wrong keys")
+            };
+            assert!(
+                reason.contains("does not open with this master key"),
+                "{name}: {reason}"
             );
         }
     }

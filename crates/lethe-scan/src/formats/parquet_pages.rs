@@ -114,6 +114,10 @@ pub(crate) fn scan_values<R: ChunkReader + 'static>(
     let traces = hits.traces;
     let (mut sink, result);
     match how {
+        Values::Search if encrypted(meta.metadata()) => {
+            sink = Deferred::new(traces, hits.values_only);
+            result = decode_every_root(src, meta, &mut sink, place);
+        }
         Values::Search => {
             sink = Deferred::new(traces, hits.values_only);
             result = search_and_decode(src, meta, &mut sink, place);
@@ -127,6 +131,35 @@ pub(crate) fn scan_values<R: ChunkReader + 'static>(
     // Hits found before an error are kept.
     hits.merge(sink);
     result
+}
+
+/// True when a column chunk of the file is encrypted: its pages are read through parquet-rs's
+/// decrypting reader only (lethe-scan's page reader and the byte search don't decrypt).
+fn encrypted(md: &parquet::file::metadata::ParquetMetaData) -> bool {
+    md.row_groups()
+        .iter()
+        .any(|rg| rg.columns().iter().any(|c| c.crypto_metadata().is_some()))
+}
+
+/// Every top-level column decoded over all row groups and searched value by value (what
+/// [`search_and_decode`] does to a column whose pages may hold a trace).
+fn decode_every_root<R: ChunkReader + 'static>(
+    src: &Shared<R>,
+    meta: &ArrowReaderMetadata,
+    sink: &mut Deferred,
+    place: Place,
+) -> Result<(), String> {
+    let roots = meta
+        .metadata()
+        .file_metadata()
+        .schema_descr()
+        .root_schema()
+        .get_fields()
+        .len();
+    for r in 0..roots {
+        decode_values(src, meta, sink, place, Projection::Root(r), None, 0)?;
+    }
+    Ok(())
 }
 
 fn search_and_decode<R: ChunkReader + 'static>(
@@ -946,7 +979,12 @@ pub(crate) mod tests {
         how: Values,
     ) -> (Result<(), String>, Vec<crate::Hit>, u64) {
         let mut hits = Hits::new(traces, values_only);
-        let r = scan_parquet(Bytes::copy_from_slice(file), &mut hits, false, how);
+        let r = scan_parquet(
+            Bytes::copy_from_slice(file),
+            &mut hits,
+            (false, how),
+            &crate::ParquetKeys::default(),
+        );
         let (h, omitted) = hits.finish();
         (r, h, omitted)
     }

@@ -451,8 +451,10 @@ pub async fn attest(
                 remaining.push(format!("{f} holds the subject's traces"));
             }
         }
-        for (f, _) in &report.unreadable {
-            remaining.push(format!("{f} can't be read, so it can't be proven clean"));
+        for (f, reason) in &report.unreadable {
+            remaining.push(format!(
+                "{f} can't be read, so it can't be proven clean: {reason}"
+            ));
         }
     }
     if let Some(v) = &report.versions

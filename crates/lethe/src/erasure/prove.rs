@@ -17,7 +17,9 @@
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 
-use lethe_scan::{IdTrace, IdValue, ScanOptions, ScanReport, SubjectTraces, TraceSet, ValueTrace};
+use lethe_scan::{
+    IdTrace, IdValue, ParquetKeys, ScanOptions, ScanReport, SubjectTraces, TraceSet, ValueTrace,
+};
 use serde::Serialize;
 
 use crate::config::WarehouseLocation;
@@ -260,7 +262,7 @@ impl Tally<'_> {
 /// report per object and the totals are the same.
 async fn scan_listed<R, I>(
     engine: Option<&dyn lethe_scan::ScanEngine>,
-    (subjects, prefix, traces): (&[SubjectTraces], usize, &TraceSet),
+    (subjects, prefix, traces, keys): (&[SubjectTraces], usize, &TraceSet, &ParquetKeys),
     listing: I,
     open: &(dyn Fn(&lethe_scan::ObjectEntry) -> std::result::Result<R, String> + Sync),
     on_file: &mut dyn FnMut(lethe_scan::FileReport),
@@ -272,7 +274,7 @@ where
 {
     let Some(engine) = engine else {
         return Ok(tokio::task::block_in_place(|| {
-            lethe_scan::scan_objects(traces, listing, open, 0, on_file, progress)
+            lethe_scan::scan_objects(traces, listing, open, keys, 0, on_file, progress)
         })?);
     };
     let started = std::time::Instant::now();
@@ -355,8 +357,9 @@ pub(crate) async fn versions_holding(
             out.insert((l, version.to_string()));
         }
     };
+    let keys = crate::keys::parquet_keys(&ws.config)?;
     tokio::task::block_in_place(|| {
-        lethe_scan::scan_objects(&traces, listing, &open, 0, &mut on_file, &|_| {})
+        lethe_scan::scan_objects(&traces, listing, &open, &keys, 0, &mut on_file, &|_| {})
     })?;
     Ok(out)
 }
@@ -383,6 +386,7 @@ pub async fn prove(
     let prefix = prefix_len(ws).await?;
     let subjects: Vec<SubjectTraces> = cases.iter().map(traces_of).collect();
     let traces = TraceSet::new(&subjects, prefix)?;
+    let keys = crate::keys::parquet_keys(&ws.config)?;
     let wh = &ws.warehouse;
     let store = wh.store.as_ref();
     let mut locations: Vec<(String, String)> = Vec::new();
@@ -464,7 +468,7 @@ pub async fn prove(
             let engine = ws.engines.scan.as_deref();
             let report = scan_listed(
                 engine,
-                (&subjects, prefix, &traces),
+                (&subjects, prefix, &traces, &keys),
                 listing,
                 &open,
                 &mut |f| {
@@ -513,7 +517,7 @@ pub async fn prove(
             let mut holding = 0u64;
             let report = scan_listed(
                 engine,
-                (&subjects, prefix, &traces),
+                (&subjects, prefix, &traces, &keys),
                 listing,
                 &open,
                 &mut |f| {
@@ -555,6 +559,7 @@ pub async fn prove(
             values_only: values_only.iter().filter_map(to_path).collect(),
             delete_files: delete_files.iter().filter_map(to_path).collect(),
             threads: 0,
+            parquet_keys: keys.clone(),
             ..ScanOptions::default()
         };
         let report: ScanReport = tokio::task::block_in_place(|| {

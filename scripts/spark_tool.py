@@ -20,7 +20,7 @@ Commands (each takes the catalog options below):
       k-th INSERT, default 0) or --generate N --subject ID (the pattern below). --then SQL
       replaces the kind's default row operations ({table} is the table's full name).
   read-table --table NS.T [--with-row-lineage] [--where PRED]
-      row count and the rows, sorted; --with-row-lineage adds _row_id and
+      row count and the rows, sorted (by every column but maps); --with-row-lineage adds _row_id and
       _last_updated_sequence_number (format 3 only)
   describe-files --table NS.T
       the current snapshot's data and delete files (path, content, format, record count,
@@ -461,7 +461,9 @@ def read_table(s: Session, table: str, lineage: bool, where: str | None) -> dict
     q = f"SELECT {', '.join(f'`{c}`' for c in sel)} FROM {full}"
     if where:
         q += f" WHERE {where}"
-    q += " ORDER BY " + ", ".join(str(i + 1) for i in range(len(sel)))
+    # Spark can't order by a map: the rows are ordered by the other columns.
+    maps = {f.name for f in df.schema.fields if f.dataType.typeName() == "map"}
+    q += " ORDER BY " + ", ".join(str(i + 1) for i, c in enumerate(sel) if c not in maps)
     rows = [r.asDict(recursive=True) for r in s.sql(q)]
     return {"columns": sel, "row_count": len(rows), "rows": rows}
 

@@ -32,6 +32,7 @@ mod manifest_avro;
 pub mod metrics;
 pub mod nested;
 pub mod ops;
+mod orc;
 mod parsed_cache;
 pub mod pg;
 pub mod predicate;

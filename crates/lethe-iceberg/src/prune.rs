@@ -1,5 +1,5 @@
 //! Finding the rows of one Parquet data file that a predicate selects, reading as little as
-//! the file's own statistics allow.
+//! the file's own statistics allow (an ORC data file is read whole by the caller).
 //!
 //! Manifest bounds (and, in partitioned tables, partition values) prune whole files before
 //! this runs ([`file_may_match`], or the iceberg crate's scan planning for partitioned
@@ -375,6 +375,14 @@ fn selectors(kept: &[(u64, u64)], rows: u64) -> Vec<RowSelector> {
     out
 }
 
+/// True when the data file at `location` is ORC (by its magic).
+fn is_orc(store: &dyn FileStore, location: &str) -> Result<bool> {
+    use parquet::file::reader::{ChunkReader, Length};
+    let reader = store.open(location)?;
+    let head = reader.get_bytes(0, reader.len().min(3) as usize)?;
+    Ok(crate::orc::is_orc(&head))
+}
+
 /// Opens a data file's metadata with its page index (when it has one).
 fn open(store: &dyn FileStore, location: &str) -> Result<(StoredReader, ArrowReaderMetadata)> {
     let reader = store.open(location)?;
@@ -400,7 +408,12 @@ pub fn matching_rows(
     if columns.is_empty() {
         return Ok(None);
     }
-    let (reader, meta) = open(store, location)?;
+    let (reader, meta) = match open(store, location) {
+        Ok(opened) => opened,
+        // An ORC data file has no Parquet statistics to prune by: read whole.
+        Err(_) if is_orc(store, location)? => return Ok(None),
+        Err(e) => return Err(e),
+    };
     let md = meta.metadata().clone();
     let Some(leaves) = find_leaves(&md, schema, &columns) else {
         return Ok(None);

@@ -1,4 +1,4 @@
-//! Reading data files in a table's current schema.
+//! Reading data files (Parquet, or ORC through [`crate::orc`]) in a table's current schema.
 //!
 //! Columns are matched by Iceberg field id (`PARQUET:field_id`), so a column renamed since the
 //! file was written is read under its new name, a column added since reads as null, and a
@@ -79,13 +79,20 @@ pub(crate) fn batch_rows(rows: u64) -> usize {
 }
 
 /// Reads the top-level columns `roots` picks (by their index in the file's Arrow schema) of a
-/// Parquet file: the schema of what was read, and its batches in file order.
+/// Parquet file: the schema of what was read, and its batches in file order. An ORC file
+/// (by its magic) is read whole ([`crate::orc`]).
 fn read_stored(
     store: &dyn FileStore,
     location: &str,
     roots: impl FnOnce(&ArrowSchemaRef) -> Vec<usize>,
 ) -> Result<(ArrowSchemaRef, Vec<RecordBatch>)> {
+    use parquet::file::reader::{ChunkReader, Length};
     let reader = store.open(location)?;
+    let len = reader.len();
+    if crate::orc::is_orc(&reader.get_bytes(0, len.min(3) as usize)?) {
+        let bytes = reader.get_bytes(0, usize::try_from(len).unwrap_or(usize::MAX))?;
+        return crate::orc::read(bytes, location, MAX_BATCH_ROWS);
+    }
     let builder = ParquetRecordBatchReaderBuilder::try_new(reader)
         .map_err(|e| Error::invalid(format!("{location} can't be read as Parquet: {e}")))?;
     let picked = roots(builder.schema());

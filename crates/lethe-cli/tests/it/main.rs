@@ -18,6 +18,7 @@ mod foreign;
 mod history;
 mod integrity;
 mod nested;
+mod orc;
 mod pgtls;
 mod plan;
 mod privacy;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Issue 45's figure: an erasure that rewrites a table's kept history (a tag, a branch with three
-# commits of its own, min-snapshots-to-keep = 3: six kept snapshots get twins) against the same
+# commits of its own, min-snapshots-to-keep = 3: seven kept snapshots get twins — the tag's,
+# the branch's three, main's two before its head and main's current one) against the same
 # erasure of the same table without refs, for 1 and for 1,000 subjects (one batch).
 #   bash scripts/bench_history.sh [OUT_DIR] [ROWS]     (defaults /tmp/lethe-bench-history, 2000000)
 # The tables are written by PyIceberg (tests/interop/make_history_fixture.py bench): ROWS rows
@@ -25,11 +26,11 @@ py="$(bash scripts/python-env.sh)"
 export LETHE_REGISTER_KEY=bench-history-register-key-0123456789abcdef
 bytes() { find "$1" -name '*.parquet' -printf '%p %s\n' | sort; }
 for refs in 1 0; do
-  src="$out/src-$refs"; mkdir -p "$src"
-  "$py" tests/interop/make_history_fixture.py bench "$src" lethe "$rows" "$refs" > /dev/null
   for n in 1 1000; do
-    d="$out/refs$refs-n$n"
-    cp -a "$src" "$d"
+    # Written afresh for each run (the same rows each time): a copy would keep the catalog's
+    # absolute paths to the original, which lethe refuses to change.
+    d="$out/refs$refs-n$n"; mkdir -p "$d"
+    "$py" tests/interop/make_history_fixture.py bench "$d" lethe "$rows" "$refs" > /dev/null
     home="$d/lethe"; mkdir -p "$home"
     (cd "$home" && "$lethe" init --catalog "sqlite:///$d/catalog.db" --warehouse "$d/warehouse" > /dev/null)
     printf '[customer]\nidentifiers = ["crm.customers.customer_id"]\n' > "$home/governance/subjects.toml"

@@ -4,8 +4,10 @@
 #   bash scripts/bench_orc.sh [OUT_DIR] [SCALE]     (defaults /tmp/lethe-bench-orc, 10)
 # A demo at SCALE (release `lethe demo init`); every Parquet data file of its warehouse copied
 # to OUT_DIR/parquet and rewritten as ORC (pyarrow.orc, zstd) to OUT_DIR/orc
-# (scripts/bench_orc_convert.py). For each folder: `cat` of every file, warm, best of 3; then
+# (scripts/bench_orc_convert.py). For each folder: `cat` of every file, best of 5; then
 # lethe-scan's scan_bench example (1 subject, then 1,000) under /usr/bin/time -v, three runs.
+# Builds the example in release (CARGO_TARGET_DIR to reuse a build) and the lethe binary unless
+# LETHE_BIN names one (it only makes the demo).
 # The benchmark fails when a file is unreadable, or when the ORC files holding subject 0 are not
 # as many as the Parquet files holding it (the same rows: both readers must find the same files).
 set -euo pipefail
@@ -14,9 +16,14 @@ out="${1:-/tmp/lethe-bench-orc}"
 scale="${2:-10}"
 rm -rf "$out"; mkdir -p "$out"
 target="${CARGO_TARGET_DIR:-target}"
-cargo build --release -p lethe-cli -p lethe-scan --example scan_bench >&2
-lethe="$(realpath "$target/release/lethe")"
+cargo build --release -p lethe-scan --example scan_bench >&2
 bench="$(realpath "$target/release/examples/scan_bench")"
+if [ -n "${LETHE_BIN:-}" ]; then
+  lethe="$(realpath "$LETHE_BIN")"
+else
+  cargo build --release -p lethe-cli >&2
+  lethe="$(realpath "$target/release/lethe")"
+fi
 py="$(bash scripts/python-env.sh)"
 "$lethe" demo init --dir "$out/demo" --scale "$scale" > /dev/null
 "$py" scripts/bench_orc_convert.py "$out/demo/warehouse" "$out/files"

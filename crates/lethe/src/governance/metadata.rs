@@ -59,13 +59,33 @@ impl std::fmt::Display for Classification {
 }
 
 /// A column's entry: a bare classification or a table with more.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum ColumnEntry {
     /// `email = "personal"`.
     Short(Classification),
     /// `learner_id = { classification = "internal", identifies = "learner" }`.
     Full(ColumnMeta),
+}
+
+/// By the entry's shape, so that an error says what is wrong in it (an unknown
+/// classification, an unknown key of the table) rather than that no shape matched.
+impl<'de> Deserialize<'de> for ColumnEntry {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        use serde::de::Error as _;
+        match toml::Value::deserialize(d)? {
+            v @ toml::Value::String(_) => Classification::deserialize(v)
+                .map(ColumnEntry::Short)
+                .map_err(D::Error::custom),
+            v @ toml::Value::Table(_) => ColumnMeta::deserialize(v)
+                .map(ColumnEntry::Full)
+                .map_err(D::Error::custom),
+            other => Err(D::Error::custom(format!(
+                "a column's entry is a classification (\"personal\") or a table ({{ classification = \"internal\", identifies = \"learner\" }}), not {}",
+                other.type_str()
+            ))),
+        }
+    }
 }
 
 /// A column's metadata.
@@ -233,4 +253,49 @@ impl MetadataFile {
 /// Renders metadata as TOML.
 pub fn render(m: &Metadata) -> Result<String> {
     toml::to_string_pretty(m).map_err(|e| Error::Internal(format!("rendering metadata: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn error(columns: &str) -> String {
+        let text =
+            format!("[tables.\"lms.t\"]\nowner = \"lms\"\n[tables.\"lms.t\".columns]\n{columns}\n");
+        MetadataFile::parse(Path::new("metadata.toml"), &text)
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn a_malformed_column_entry_says_what_is_wrong_in_it() {
+        let e = error("contact = { classification = \"confidential\" }");
+        assert!(
+            e.contains("metadata.toml:4") && e.contains("unknown variant `confidential`"),
+            "{e}"
+        );
+        let e = error("contact = { classification = \"personal\", personal = \"email\" }");
+        assert!(e.contains("unknown field `personal`"), "{e}");
+        let e = error("contact = \"secret\"");
+        assert!(e.contains("unknown variant `secret`"), "{e}");
+        let e = error("contact = 3");
+        assert!(
+            e.contains("a column's entry is a classification") && e.contains("not integer"),
+            "{e}"
+        );
+        assert!(e.contains("columns.contact"), "{e}");
+        let ok = "[tables.\"lms.t\"]\nowner = \"lms\"\n[tables.\"lms.t\".columns]\na = \"personal\"\nb = { classification = \"internal\", identifies = \"learner\" }\n";
+        let m = MetadataFile::parse(Path::new("metadata.toml"), ok).unwrap();
+        assert_eq!(
+            m.classification("lms.t", "a"),
+            Some(Classification::Personal)
+        );
+        assert_eq!(
+            m.entry("lms.t", "b").and_then(|e| match e {
+                ColumnEntry::Full(c) => c.identifies.clone(),
+                ColumnEntry::Short(_) => None,
+            }),
+            Some("learner".to_string())
+        );
+    }
 }

@@ -26,6 +26,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use parquet::encryption::decrypt::FileDecryptionProperties;
 use parquet_key_management::crypto_factory::{CryptoFactory, DecryptionConfiguration};
+use parquet_key_management::errors::Error as KmError;
 use parquet_key_management::kms::{KmsClient, KmsClientRef, KmsConnectionConfig};
 use ring::aead;
 use secrecy::{ExposeSecret, SecretBox};
@@ -120,7 +121,6 @@ struct Client {
 }
 
 type KmResult<T> = parquet_key_management::errors::Result<T>;
-use parquet_key_management::errors::Error as KmError;
 
 impl KmsClient for Client {
     fn wrap_key(&self, _key: &[u8], _master_key_id: &str) -> KmResult<String> {

@@ -25,27 +25,33 @@ use arrow::error::ArrowError;
 use bytes::Bytes;
 use orc_rust::proto::{Footer, PostScript, Type};
 use orc_rust::{ArrowReaderBuilder, TimestampPrecision};
+use parquet::file::reader::{ChunkReader, Length};
 use prost::Message;
 
 use crate::error::{Error, Result};
+use crate::store::FileStore;
 
 /// The attribute Iceberg Java's ORC writer stores a field id in.
 const ICEBERG_ID: &str = "iceberg.id";
 /// Where [`crate::read`] looks for a field id.
 const FIELD_ID_KEY: &str = "PARQUET:field_id";
 
-/// True when `head` (a file's first bytes) is ORC's magic.
-pub(crate) fn is_orc(head: &[u8]) -> bool {
-    head.starts_with(b"ORC")
+/// True when the file at `location` starts with ORC's magic.
+pub(crate) fn is_orc_file(store: &dyn FileStore, location: &str) -> Result<bool> {
+    let reader = store.open(location)?;
+    let head = reader.get_bytes(0, reader.len().min(3) as usize)?;
+    Ok(head.starts_with(b"ORC"))
 }
 
-/// Reads the ORC file `bytes`: its Arrow schema (field ids in the fields' metadata) and its
-/// batches in file order.
-pub(crate) fn read(
-    bytes: Bytes,
+/// Reads the ORC file at `location` (whole, into memory): its Arrow schema (field ids in the
+/// fields' metadata) and its batches in file order.
+pub(crate) fn read_file(
+    store: &dyn FileStore,
     location: &str,
     batch_rows: usize,
 ) -> Result<(SchemaRef, Vec<RecordBatch>)> {
+    let reader = store.open(location)?;
+    let bytes = reader.get_bytes(0, usize::try_from(reader.len()).unwrap_or(usize::MAX))?;
     let bad =
         |e: &dyn std::fmt::Display| Error::invalid(format!("{location} can't be read as ORC: {e}"));
     let outcome = std::panic::catch_unwind(|| -> Result<(SchemaRef, Vec<RecordBatch>)> {

@@ -375,14 +375,6 @@ fn selectors(kept: &[(u64, u64)], rows: u64) -> Vec<RowSelector> {
     out
 }
 
-/// True when the data file at `location` is ORC (by its magic).
-fn is_orc(store: &dyn FileStore, location: &str) -> Result<bool> {
-    use parquet::file::reader::{ChunkReader, Length};
-    let reader = store.open(location)?;
-    let head = reader.get_bytes(0, reader.len().min(3) as usize)?;
-    Ok(crate::orc::is_orc(&head))
-}
-
 /// Opens a data file's metadata with its page index (when it has one).
 fn open(store: &dyn FileStore, location: &str) -> Result<(StoredReader, ArrowReaderMetadata)> {
     let reader = store.open(location)?;
@@ -411,7 +403,7 @@ pub fn matching_rows(
     let (reader, meta) = match open(store, location) {
         Ok(opened) => opened,
         // An ORC data file has no Parquet statistics to prune by: read whole.
-        Err(_) if is_orc(store, location)? => return Ok(None),
+        Err(_) if crate::orc::is_orc_file(store, location)? => return Ok(None),
         Err(e) => return Err(e),
     };
     let md = meta.metadata().clone();

@@ -86,15 +86,19 @@ fn read_stored(
     location: &str,
     roots: impl FnOnce(&ArrowSchemaRef) -> Vec<usize>,
 ) -> Result<(ArrowSchemaRef, Vec<RecordBatch>)> {
-    use parquet::file::reader::{ChunkReader, Length};
     let reader = store.open(location)?;
-    let len = reader.len();
-    if crate::orc::is_orc(&reader.get_bytes(0, len.min(3) as usize)?) {
-        let bytes = reader.get_bytes(0, usize::try_from(len).unwrap_or(usize::MAX))?;
-        return crate::orc::read(bytes, location, MAX_BATCH_ROWS);
-    }
-    let builder = ParquetRecordBatchReaderBuilder::try_new(reader)
-        .map_err(|e| Error::invalid(format!("{location} can't be read as Parquet: {e}")))?;
+    let builder = match ParquetRecordBatchReaderBuilder::try_new(reader) {
+        Ok(builder) => builder,
+        // Looked at only when the file is not Parquet: no extra read on the common path.
+        Err(_) if crate::orc::is_orc_file(store, location)? => {
+            return crate::orc::read_file(store, location, MAX_BATCH_ROWS);
+        }
+        Err(e) => {
+            return Err(Error::invalid(format!(
+                "{location} can't be read as Parquet: {e}"
+            )));
+        }
+    };
     let picked = roots(builder.schema());
     let all = picked.len() == builder.schema().fields().len();
     let builder = if all {

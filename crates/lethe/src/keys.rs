@@ -41,12 +41,20 @@ impl KeySource {
     /// The key from the variable `env`, else from the file `file_env` names, else from
     /// `fallback`; trimmed when it is text. `None` when none of them is set.
     pub(crate) fn load(&self, fallback: Option<PathBuf>) -> Result<Option<SecretBox<Vec<u8>>>> {
+        Ok(self.load_with_origin(fallback)?.map(|(key, _)| key))
+    }
+
+    /// [`Self::load`], with where the key came from: the variable's name or the file's path.
+    pub(crate) fn load_with_origin(
+        &self,
+        fallback: Option<PathBuf>,
+    ) -> Result<Option<(SecretBox<Vec<u8>>, String)>> {
         if let Ok(v) = std::env::var(self.env) {
             let v = v.trim().to_string();
             if v.is_empty() {
                 return Err(Error::invalid(format!("{} is set but empty", self.env)));
             }
-            return self.key(v.into_bytes()).map(Some);
+            return Ok(Some((self.key(v.into_bytes())?, self.env.to_string())));
         }
         let Some(file) = std::env::var(self.file_env)
             .ok()
@@ -68,7 +76,7 @@ impl KeySource {
             Ok(s) => s.trim().as_bytes().to_vec(),
             Err(_) => bytes,
         };
-        self.key(trimmed).map(Some)
+        Ok(Some((self.key(trimmed)?, file.display().to_string())))
     }
 }
 
@@ -253,16 +261,7 @@ pub fn parquet_keys(config: &crate::config::Config) -> Result<lethe_scan::Parque
         .as_ref()
         .and_then(|e| e.keys_file.as_ref())
         .map(|f| config.root.join(f));
-    let source = if std::env::var_os(PARQUET_SOURCE.env).is_some() {
-        PARQUET_SOURCE.env.to_string()
-    } else if let Some(f) = std::env::var_os(PARQUET_SOURCE.file_env) {
-        PathBuf::from(f).display().to_string()
-    } else if let Some(f) = &configured {
-        f.display().to_string()
-    } else {
-        return Ok(lethe_scan::ParquetKeys::default());
-    };
-    let Some(text) = PARQUET_SOURCE.load(configured)? else {
+    let Some((text, source)) = PARQUET_SOURCE.load_with_origin(configured)? else {
         return Ok(lethe_scan::ParquetKeys::default());
     };
     let text = std::str::from_utf8(text.expose_secret())

@@ -107,23 +107,10 @@ impl ClusterSecret {
 
 /// Refuses a secret file its group or others may read or write (Unix).
 fn check_private(file: &Path) -> Result<()> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        if let Ok(m) = std::fs::metadata(file) {
-            let mode = m.permissions().mode() & 0o777;
-            if mode & 0o077 != 0 {
-                return Err(Error::Invalid(format!(
-                    "the cluster secret file {} is open to its group or others (mode {mode:04o}): make it private with `chmod 600 {}`; lethe won't use it until then",
-                    file.display(),
-                    file.display()
-                )));
-            }
-        }
+    match lethe_iceberg::store::not_private(file) {
+        Some(problem) => Err(Error::Invalid(format!("the cluster secret file {problem}"))),
+        None => Ok(()),
     }
-    #[cfg(not(unix))]
-    let _ = file;
-    Ok(())
 }
 
 /// A server's certificate and key (PEM files).

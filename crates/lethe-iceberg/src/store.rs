@@ -478,6 +478,30 @@ impl FileSink for LocalSink {
     }
 }
 
+/// When `file` (a key or secret file) may be read or written by its group or others (Unix):
+/// "PATH is open to its group or others (mode M): make it private with `chmod 600 PATH`; …",
+/// for the caller to put after what the file is. None when it is private, or can't be looked
+/// at (left to the read's own error).
+pub fn not_private(file: &Path) -> Option<String> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(file).ok()?.permissions().mode() & 0o777;
+        (mode & 0o077 != 0).then(|| {
+            format!(
+                "{} is open to its group or others (mode {mode:04o}): make it private with `chmod 600 {}`; lethe won't use it until then",
+                file.display(),
+                file.display()
+            )
+        })
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = file;
+        None
+    }
+}
+
 /// Normalises a local location: `file:/x`, `file:///x`, `file://localhost/x` and `/x` all become
 /// `/x` (with `.` and `..` segments resolved lexically). Anything else is an error.
 pub fn normalize_local(location: &str) -> Result<PathBuf> {

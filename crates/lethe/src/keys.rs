@@ -83,23 +83,10 @@ impl KeySource {
 /// Refuses a key file its group or others may read or write (Unix), naming the file, its
 /// mode and the fix. A file that can't be looked at is left to the read's own error.
 fn check_private(what: &str, file: &Path) -> Result<()> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        if let Ok(m) = std::fs::metadata(file) {
-            let mode = m.permissions().mode() & 0o777;
-            if mode & 0o077 != 0 {
-                return Err(Error::invalid(format!(
-                    "the {what} key file {} is open to its group or others (mode {mode:04o}): make it private with `chmod 600 {}`; lethe won't use it until then",
-                    file.display(),
-                    file.display()
-                )));
-            }
-        }
+    match lethe_iceberg::store::not_private(file) {
+        Some(problem) => Err(Error::invalid(format!("the {what} key file {problem}"))),
+        None => Ok(()),
     }
-    #[cfg(not(unix))]
-    let _ = (what, file);
-    Ok(())
 }
 
 /// The mode a file written by [`replace_file`] ends with.

@@ -112,18 +112,8 @@ pub fn replace_file(
     write: impl FnOnce(&mut std::fs::File) -> Result<()>,
 ) -> Result<()> {
     let shown = || path.display().to_string();
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let name = path
-        .file_name()
-        .ok_or_else(|| Error::invalid(format!("{}: not a file name", shown())))?
-        .to_string_lossy();
-    let tmp = dir.join(format!(
-        ".{name}.{}.lethe-tmp",
-        uuid::Uuid::new_v4().simple()
-    ));
+    let dir = parent_dir(path);
+    let tmp = temp_beside(path)?;
     #[cfg(unix)]
     let old = std::fs::metadata(path).ok();
     let mut opts = match mode {
@@ -158,6 +148,129 @@ pub fn replace_file(
         let _ = std::fs::remove_file(&tmp);
     }
     done
+}
+
+/// One file for [`replace_files`]: where it goes, the mode it ends with
+/// ([`FileMode::Private`] or [`FileMode::Default`]) and its bytes.
+#[derive(Debug, Clone)]
+pub struct NewFile {
+    /// The file replaced or created.
+    pub path: PathBuf,
+    /// 0600 when true, else the default mode.
+    pub private: bool,
+    /// Its whole content.
+    pub bytes: Vec<u8>,
+}
+
+/// Writes many files whole or not at all with one durable barrier for all of them, not one
+/// per file: each is written to a new temporary file beside it (as [`replace_file`] does),
+/// then every temporary file is made durable at once (Linux: one `syncfs` per filesystem
+/// they are on, elsewhere an `fsync` each), then each is renamed over its path and each
+/// distinct folder is synced once. A batch of 4,000 requests' records costs two waits on
+/// the disk instead of 8,000 (issue 49). `syncfs` also flushes whatever else is dirty on
+/// that filesystem, which the erasure that calls this would make durable next anyway.
+///
+/// A failure before the renames leaves every path as it was (the temporary files are
+/// removed); a crash during the renames leaves each file old or new, never torn.
+pub fn replace_files(files: &[NewFile]) -> Result<()> {
+    let mut tmps: Vec<(PathBuf, std::fs::File)> = Vec::with_capacity(files.len());
+    let written = (|| -> Result<()> {
+        for nf in files {
+            let tmp = temp_beside(&nf.path)?;
+            let mut opts = if nf.private {
+                private_options()
+            } else {
+                std::fs::OpenOptions::new()
+            };
+            let f = opts
+                .write(true)
+                .create_new(true)
+                .open(&tmp)
+                .map_err(|e| Error::io(tmp.display().to_string(), e))?;
+            tmps.push((tmp, f));
+            let (tmp, f) = tmps.last_mut().expect("just pushed");
+            f.write_all(&nf.bytes)
+                .map_err(|e| Error::io(tmp.display().to_string(), e))?;
+        }
+        sync_files(&tmps)
+    })();
+    if let Err(e) = written {
+        for (t, _) in &tmps {
+            let _ = std::fs::remove_file(t);
+        }
+        return Err(e);
+    }
+    let mut dirs = std::collections::BTreeSet::new();
+    for ((tmp, _), nf) in tmps.iter().zip(files) {
+        if let Err(e) = std::fs::rename(tmp, &nf.path) {
+            let _ = std::fs::remove_file(tmp);
+            return Err(Error::io(nf.path.display().to_string(), e));
+        }
+        dirs.insert(parent_dir(&nf.path));
+    }
+    for d in dirs {
+        if let Ok(d) = std::fs::File::open(&d) {
+            let _ = d.sync_all();
+        }
+    }
+    Ok(())
+}
+
+/// The folder a file is in (`.` for a bare name).
+fn parent_dir(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// A new temporary file name beside `path`, never a leftover's.
+fn temp_beside(path: &Path) -> Result<PathBuf> {
+    let name = path
+        .file_name()
+        .ok_or_else(|| Error::invalid(format!("{}: not a file name", path.display())))?
+        .to_string_lossy();
+    Ok(parent_dir(path).join(format!(
+        ".{name}.{}.lethe-tmp",
+        uuid::Uuid::new_v4().simple()
+    )))
+}
+
+/// Makes every file durable: on Linux one `syncfs` per filesystem the files are on (a
+/// failed write-back of any of them is reported, Linux 5.8 and later); elsewhere an `fsync`
+/// each. An error names a file.
+fn sync_files(files: &[(PathBuf, std::fs::File)]) -> Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::MetadataExt;
+        let mut devices = std::collections::BTreeSet::new();
+        for (p, f) in files {
+            let dev = f
+                .metadata()
+                .map_err(|e| Error::io(p.display().to_string(), e))?
+                .dev();
+            if devices.insert(dev) {
+                // SAFETY: `f` is an open file descriptor for the whole call; the call reads
+                // no memory of ours.
+                if unsafe { libc::syncfs(f.as_raw_fd()) } != 0 {
+                    return Err(Error::io(
+                        p.display().to_string(),
+                        std::io::Error::last_os_error(),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        for (p, f) in files {
+            f.sync_all()
+                .map_err(|e| Error::io(p.display().to_string(), e))?;
+        }
+        Ok(())
+    }
 }
 
 /// Options that create a file only its owner can read and write (mode 0600 on Unix).
@@ -320,6 +433,50 @@ mod tests {
     }
 
     #[cfg(unix)]
+    #[test]
+    fn replace_files_writes_all_with_their_modes_or_none_and_leaves_no_temporary_file() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        std::fs::create_dir_all(&a).unwrap();
+        std::fs::create_dir_all(&b).unwrap();
+        std::fs::write(a.join("1.json"), "old").unwrap();
+        let file = |p: PathBuf, private: bool, text: &str| NewFile {
+            path: p,
+            private,
+            bytes: text.as_bytes().to_vec(),
+        };
+        let files = vec![
+            file(a.join("1.json"), false, "one"),
+            file(a.join("2.json"), true, "two"),
+            file(b.join("3.json"), false, "three"),
+        ];
+        replace_files(&files).unwrap();
+        assert_eq!(std::fs::read_to_string(a.join("1.json")).unwrap(), "one");
+        assert_eq!(std::fs::read_to_string(a.join("2.json")).unwrap(), "two");
+        assert_eq!(std::fs::read_to_string(b.join("3.json")).unwrap(), "three");
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&a.join("2.json")), 0o600);
+        assert_ne!(
+            mode(&b.join("3.json")),
+            0o600,
+            "a default file is not made private"
+        );
+        // A file that can't be written (its folder is missing): nothing is replaced and no
+        // temporary file is left beside the others.
+        let broken = vec![
+            file(a.join("1.json"), false, "changed"),
+            file(dir.path().join("missing").join("4.json"), false, "four"),
+        ];
+        assert!(replace_files(&broken).is_err());
+        assert_eq!(std::fs::read_to_string(a.join("1.json")).unwrap(), "one");
+        let names: Vec<_> = std::fs::read_dir(&a)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(names.len(), 2, "{names:?}");
+    }
+
     #[test]
     fn replace_file_keeps_the_mode_makes_private_from_the_start_and_reuses_no_leftover() {
         use std::os::unix::fs::PermissionsExt;

@@ -1,6 +1,7 @@
 //! Issue 5: ERASE — the whole cleanup, crash safety, sweep safety, batches, bad input.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use chrono::Duration;
@@ -540,6 +541,52 @@ async fn a_batch_erases_many_in_one_pass_with_an_entry_and_counts_each() {
     for id in &ids {
         assert_eq!(rows_of_learner(ws, "crm.learners", *id).await, 0);
     }
+    // The bookkeeping written a batch at a time (issue 49): every request's record went
+    // through its states, every case file is private, no temporary file is left.
+    let records = lethe::requests::Requests::in_state(&ws.config.paths.state);
+    for i in 0..ids.len() {
+        let r = records.get(&format!("erasure-b{i:03}")).unwrap();
+        assert_eq!(r.state, lethe::requests::State::PendingVerification);
+        let states: Vec<_> = r.history.iter().map(|e| e.state).collect();
+        assert_eq!(
+            states,
+            [
+                lethe::requests::State::Received,
+                lethe::requests::State::InProgress,
+                lethe::requests::State::PendingVerification
+            ]
+        );
+        let case = lethe::erasure::case::case_path(ws, &format!("erasure-b{i:03}"));
+        let mode = std::fs::metadata(&case).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{}", case.display());
+    }
+    for dir in ["state/requests", "state/cases", "state/erasures"] {
+        for e in std::fs::read_dir(demo.dir.join(dir)).unwrap() {
+            let name = e.unwrap().file_name().into_string().unwrap();
+            assert!(!name.ends_with(".lethe-tmp"), "{dir}/{name} left behind");
+        }
+    }
+    // A request ID a finished batch used is refused in another batch, naming that batch,
+    // before anything is written.
+    std::fs::write(&file, "erasure-new learner=5\nerasure-b007 learner=6\n").unwrap();
+    let out = lethe_in(
+        &demo.dir,
+        &[
+            "erase",
+            "--subjects-file",
+            file.to_str().unwrap(),
+            "--min-age",
+            "0",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("request erasure-b007 is already part of erasure")
+            && err.contains(j["batch"].as_str().unwrap()),
+        "{err}"
+    );
+    assert!(records.find("erasure-new").unwrap().is_none());
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -609,6 +656,13 @@ async fn a_blocked_table_refuses_the_whole_erasure_before_any_change() {
     assert!(
         !demo.dir.join("state/register.jsonl").exists(),
         "no register entry"
+    );
+    assert!(
+        lethe::requests::Requests::in_state(&demo.ws.config.paths.state)
+            .find("erasure-0001")
+            .unwrap()
+            .is_none(),
+        "no request record: the erasure was refused before it started"
     );
     // A missing key is refused too (a demo without its key file).
     let key = std::fs::read(demo.dir.join("state/register.key")).unwrap();

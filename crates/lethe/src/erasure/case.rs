@@ -14,6 +14,7 @@ use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
 use crate::governance::subjects::SubjectRef;
+use crate::keys::NewFile;
 use crate::workspace::Workspace;
 
 /// One request of an erasure.
@@ -109,6 +110,24 @@ pub fn write_case(ws: &Workspace, case: &CaseFile) -> Result<String> {
     Ok(hex::encode(Sha256::digest(&bytes)))
 }
 
+/// Writes case files (mode 0600) with one durable write for all of them (a batch's, issue
+/// 49); returns each one's SHA-256, in order.
+pub fn write_cases(ws: &Workspace, cases: &[CaseFile]) -> Result<Vec<String>> {
+    let mut files = Vec::with_capacity(cases.len());
+    let mut hashes = Vec::with_capacity(cases.len());
+    for case in cases {
+        let bytes = serde_json::to_vec_pretty(case)?;
+        hashes.push(hex::encode(Sha256::digest(&bytes)));
+        files.push(NewFile {
+            path: case_path(ws, &case.request),
+            private: true,
+            bytes,
+        });
+    }
+    write_all_atomic(&files)?;
+    Ok(hashes)
+}
+
 /// Reads a request's case file.
 pub fn read_case(ws: &Workspace, request: &str) -> Result<CaseFile> {
     let p = case_path(ws, request);
@@ -177,6 +196,17 @@ pub fn valid_request_id(id: &str) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// Writes many files as [`write_atomic`] does, with one durable write for all of them
+/// ([`crate::keys::replace_files`]): all or none are replaced unless the process dies
+/// during the renames.
+pub(crate) fn write_all_atomic(files: &[NewFile]) -> Result<()> {
+    let dirs: BTreeSet<&Path> = files.iter().filter_map(|f| f.path.parent()).collect();
+    for dir in dirs {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir.display().to_string(), e))?;
+    }
+    crate::keys::replace_files(files)
 }
 
 /// Writes `bytes` to `path` through a temporary file and a rename, synced; readable only by

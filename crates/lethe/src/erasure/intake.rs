@@ -207,17 +207,18 @@ pub fn spec_of(ws: &Workspace, request: &str) -> Result<RequestSpec> {
     }
 }
 
-/// Makes sure an erasure about to run has a record: opens one (received on `day`) for a
-/// request that has none, as `lethe erase --subject` always did; refuses a record of another
-/// subject or a restriction. Returns the records.
-pub fn ensure_records(
+/// Checks that an erasure about to run may use its requests' records and returns the records
+/// it must create: one (received on `day`) for each request that has none, as `lethe erase
+/// --subject` always did; a record of another subject or a restriction is refused. Nothing is
+/// written here: the new records are written with the erasure's start (one durable write for
+/// the batch, issue 49), so an erasure refused before it starts leaves no record.
+pub fn records_to_open(
     ws: &Workspace,
     requests: &[RequestSpec],
     key: &RegisterKey,
     day: NaiveDate,
 ) -> Result<Vec<Request>> {
     let records = Requests::in_state(&ws.config.paths.state);
-    let mut out = Vec::new();
     let mut new = Vec::new();
     for r in requests {
         let hash = key.hash(&r.subject, &r.id);
@@ -236,20 +237,21 @@ pub fn ensure_records(
                         r.request
                     )));
                 }
-                out.push(rec);
             }
             None => {
-                let rec =
-                    Request::new(&r.request, Kind::Erasure, &r.subject, hash, day, None, None)?;
-                new.push(rec.clone());
-                out.push(rec);
+                new.push(Request::new(
+                    &r.request,
+                    Kind::Erasure,
+                    &r.subject,
+                    hash,
+                    day,
+                    None,
+                    None,
+                )?);
             }
         }
     }
-    for rec in &new {
-        records.save(rec)?;
-    }
-    Ok(out)
+    Ok(new)
 }
 
 /// Now, as request histories record it.

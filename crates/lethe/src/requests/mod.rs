@@ -33,7 +33,7 @@ use std::path::{Path, PathBuf};
 use chrono::NaiveDate;
 use serde::{Deserialize, Serialize};
 
-use crate::erasure::case::{valid_request_id, write_atomic};
+use crate::erasure::case::{valid_request_id, write_all_atomic, write_atomic};
 use crate::error::{Error, Result};
 
 /// What a request asks for.
@@ -403,6 +403,38 @@ impl Requests {
             serde_json::to_string_pretty(r)?.as_bytes(),
             false,
         )
+    }
+
+    /// Writes records with one durable write for all of them (a batch's, issue 49).
+    pub fn save_all(&self, records: &[Request]) -> Result<()> {
+        let mut files = Vec::with_capacity(records.len());
+        for r in records {
+            files.push(crate::keys::NewFile {
+                path: self.path(&r.id),
+                private: false,
+                bytes: serde_json::to_string_pretty(r)?.into_bytes(),
+            });
+        }
+        write_all_atomic(&files)
+    }
+
+    /// Updates the records of `ids` that exist with `f`, all in one durable write (requests
+    /// without a record, as older state folders have, are left out); returns the records
+    /// written.
+    pub fn update_all<'a>(
+        &self,
+        ids: impl IntoIterator<Item = &'a str>,
+        mut f: impl FnMut(&mut Request),
+    ) -> Result<Vec<Request>> {
+        let mut changed = Vec::new();
+        for id in ids {
+            if let Some(mut r) = self.find(id)? {
+                f(&mut r);
+                changed.push(r);
+            }
+        }
+        self.save_all(&changed)?;
+        Ok(changed)
     }
 
     /// Every record, by received day then ID.

@@ -182,10 +182,19 @@ async fn erase_timed(
         Earlier::None => None,
     };
     gov.subjects.get(&requests[0].subject)?;
-    if !opts.dry_run {
-        crate::erasure::intake::ensure_records(ws, requests, &key, day)?;
-    }
-    let result = erase_planned(ws, &gov, requests, existing, opts, &key, day, progress).await;
+    let opening = if opts.dry_run {
+        Vec::new()
+    } else {
+        crate::erasure::intake::records_to_open(ws, requests, &key, day)?
+    };
+    let run = Run {
+        gov: &gov,
+        opts,
+        key: &key,
+        day,
+        opening,
+    };
+    let result = erase_planned(ws, requests, existing, &run, progress).await;
     if !opts.dry_run {
         let records = crate::requests::Requests::in_state(&ws.config.paths.state);
         let at = crate::erasure::intake::now();
@@ -193,32 +202,30 @@ async fn erase_timed(
             Ok(r) if !r.dry_run => {
                 let held = r.journal.steps.iter().filter(|s| s.is_held()).count()
                     + r.journal.stores.iter().filter(|s| s.is_held()).count();
-                for q in &r.journal.requests {
-                    records.update(&q.request, |rec| {
-                        let note = if held > 0 {
-                            format!("erasure finished; {held} part(s) held under a legal hold")
-                        } else {
-                            "erasure finished".to_string()
-                        };
-                        rec.transition(
-                            crate::requests::State::PendingVerification,
-                            at.clone(),
-                            note,
-                        );
-                    })?;
-                }
+                let note = if held > 0 {
+                    format!("erasure finished; {held} part(s) held under a legal hold")
+                } else {
+                    "erasure finished".to_string()
+                };
+                let ids = r.journal.requests.iter().map(|q| q.request.as_str());
+                records.update_all(ids, |rec| {
+                    rec.transition(
+                        crate::requests::State::PendingVerification,
+                        at.clone(),
+                        note.clone(),
+                    );
+                })?;
             }
             Ok(_) => {}
             Err(e) if load_journal(ws, &batch)?.is_some() => {
-                for q in requests {
-                    records.update(&q.request, |rec| {
-                        rec.transition(
-                            crate::requests::State::Failed,
-                            at.clone(),
-                            format!("the erasure stopped: {e}; rerun it to go on"),
-                        );
-                    })?;
-                }
+                let ids = requests.iter().map(|q| q.request.as_str());
+                records.update_all(ids, |rec| {
+                    rec.transition(
+                        crate::requests::State::Failed,
+                        at.clone(),
+                        format!("the erasure stopped: {e}; rerun it to go on"),
+                    );
+                })?;
             }
             Err(_) => {}
         }
@@ -226,18 +233,32 @@ async fn erase_timed(
     result
 }
 
+/// What an erasure run is given besides its requests.
+struct Run<'a> {
+    gov: &'a crate::governance::Governance,
+    opts: &'a EraseOptions,
+    key: &'a RegisterKey,
+    /// The day holds are judged on (and new records are received on).
+    day: chrono::NaiveDate,
+    /// The records of requests that have none yet, written when the erasure starts.
+    opening: Vec<crate::requests::Request>,
+}
+
 /// The erasure from its plan on: durable steps 1 to 4 and the finish.
-#[allow(clippy::too_many_arguments)]
 async fn erase_planned(
     ws: &Workspace,
-    gov: &crate::governance::Governance,
     requests: &[RequestSpec],
     existing: Option<Journal>,
-    opts: &EraseOptions,
-    key: &RegisterKey,
-    day: chrono::NaiveDate,
+    run: &Run<'_>,
     progress: &dyn Fn(&str),
 ) -> Result<EraseReport> {
+    let Run {
+        gov,
+        opts,
+        key,
+        day,
+        ..
+    } = *run;
     let batch = batch_id(requests);
 
     // 1. Planned: the plan, the preflight, case files and the journal (a resumed journal
@@ -273,16 +294,7 @@ async fn erase_planned(
         .map(|r| r.request.clone())
         .collect::<Vec<_>>()
         .join(",");
-    let records = crate::requests::Requests::in_state(&ws.config.paths.state);
-    for q in &journal.requests {
-        records.update(&q.request, |rec| {
-            rec.transition(
-                crate::requests::State::InProgress,
-                crate::erasure::intake::now(),
-                "erasure started",
-            );
-        })?;
-    }
+    start_records(ws, &journal, &run.opening)?;
     // 2. Registered, before the first delete.
     register_requests(ws, &mut journal, key)?;
     // The warehouse's sources, deleted and probed clean before anything loaded from them.
@@ -370,13 +382,23 @@ fn earlier_run(
     key: &RegisterKey,
 ) -> Result<Earlier> {
     let Some(j) = load_journal(ws, batch)? else {
-        for r in requests {
-            if let Some(j) = find_request(ws, &r.request)? {
-                return Err(Error::invalid(format!(
-                    "request {} is already part of erasure {}; use a new request ID",
-                    r.request, j.batch
-                )));
+        // Every journal read once for the whole batch (one `find_request` per request read
+        // them all again for each: a week's batch against a year of journals).
+        let mut used: std::collections::HashMap<String, String> = std::collections::HashMap::new();
+        for j in journals(ws)? {
+            for r in &j.requests {
+                used.entry(r.request.clone())
+                    .or_insert_with(|| j.batch.clone());
             }
+        }
+        if let Some((r, b)) = requests
+            .iter()
+            .find_map(|r| used.get(&r.request).map(|b| (r, b)))
+        {
+            return Err(Error::invalid(format!(
+                "request {} is already part of erasure {b}; use a new request ID",
+                r.request
+            )));
         }
         return Ok(Earlier::None);
     };
@@ -436,6 +458,35 @@ fn register_requests(ws: &Workspace, journal: &mut Journal, key: &RegisterKey) -
     save_journal(ws, journal)?;
     durable_step("registered");
     Ok(())
+}
+
+/// Every request's record enters "in progress", the records of requests that had none created
+/// with it: one durable write for the batch.
+fn start_records(
+    ws: &Workspace,
+    journal: &Journal,
+    opening: &[crate::requests::Request],
+) -> Result<()> {
+    let records = crate::requests::Requests::in_state(&ws.config.paths.state);
+    let mut fresh: std::collections::HashMap<&str, &crate::requests::Request> =
+        opening.iter().map(|r| (r.id.as_str(), r)).collect();
+    let at = crate::erasure::intake::now();
+    let mut started = Vec::with_capacity(journal.requests.len());
+    for q in &journal.requests {
+        let rec = match fresh.remove(q.request.as_str()) {
+            Some(r) => Some(r.clone()),
+            None => records.find(&q.request)?,
+        };
+        if let Some(mut r) = rec {
+            r.transition(
+                crate::requests::State::InProgress,
+                at.clone(),
+                "erasure started",
+            );
+            started.push(r);
+        }
+    }
+    records.save_all(&started)
 }
 
 /// Durable step 3 and the first two phases of step 4: every plan step not yet done, and the

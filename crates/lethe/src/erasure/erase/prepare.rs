@@ -14,7 +14,7 @@ use lethe_iceberg::table::{LoadedTable, Warehouse};
 
 use super::journal::{Journal, JournalStep, SelectBy, batch_id, save_journal, selection_predicate};
 use super::{EraseOptions, durable_step};
-use crate::erasure::case::{CaseFile, RequestSpec, ValueTrace, write_case};
+use crate::erasure::case::{CaseFile, RequestSpec, ValueTrace, write_cases};
 use crate::erasure::plan::{self, Action, Inventory, Plan, Step};
 use crate::erasure::register::RegisterKey;
 use crate::error::{Error, Result};
@@ -981,8 +981,8 @@ pub(super) async fn plan_erasure(
         return Ok(Planned::DryRun(Box::new(journal)));
     }
     // 1. Case files, then the journal: nothing is deleted before both are on disk.
-    for c in &cases {
-        let h = write_case(ws, c)?;
+    // One durable write for a batch's case files, not one per request.
+    for (c, h) in cases.iter().zip(write_cases(ws, &cases)?) {
         journal.case_hashes.insert(c.request.clone(), h);
     }
     save_journal(ws, &journal)?;

@@ -30,12 +30,17 @@ use crate::table::{LoadedTable, Warehouse};
 /// field's path, `contact.email`, reads its top-level column) in the table's current schema,
 /// in file order; an empty `columns` reads every column. Columns the schema lacks are an
 /// error naming them.
+///
+/// Streamed: the files are read one after the other on a blocking thread, at most
+/// [`BATCHES_AHEAD`] batches ahead of the caller, so a table is never held whole (the logical
+/// check of a 100-million-row table held its identifier columns whole, and zeroing that much
+/// fresh memory was a quarter of its time).
 pub async fn snapshot_rows(
     wh: &Warehouse,
     table: &LoadedTable,
     snapshot: &Snapshot,
     columns: &[String],
-) -> Result<Vec<RecordBatch>> {
+) -> Result<SnapshotRows> {
     let files = wh.live_files(table, snapshot).await?;
     check_supported(table, &files)?;
     let mut specs = HashMap::new();
@@ -60,9 +65,9 @@ pub async fn snapshot_rows(
     };
     let store = wh.store.clone();
     let table = table.clone();
-    tokio::task::spawn_blocking(move || -> Result<Vec<RecordBatch>> {
+    let (tx, rx) = tokio::sync::mpsc::channel::<RecordBatch>(BATCHES_AHEAD);
+    let reader = tokio::task::spawn_blocking(move || -> Result<()> {
         let mut reader = DeleteReader::new(store.as_ref(), &table)?;
-        let mut out = Vec::new();
         for f in files.iter().filter(|f| f.is_data()) {
             let path = f.entry.data_file.file_path();
             let batches = read_data_file(store.as_ref(), path, &read_schema)?;
@@ -76,16 +81,49 @@ pub async fn snapshot_rows(
                 if b.num_rows() == 0 {
                     continue;
                 }
-                out.push(match &wanted {
+                let b = match &wanted {
                     Some(s) => project_names(&b, s)?,
                     None => b,
-                });
+                };
+                if tx.blocking_send(b).is_err() {
+                    // The caller stopped reading.
+                    return Ok(());
+                }
             }
         }
-        Ok(out)
+        Ok(())
+    });
+    Ok(SnapshotRows {
+        rx,
+        reader: Some(reader),
     })
-    .await
-    .map_err(|e| Error::Internal(format!("a snapshot read ended: {e}")))?
+}
+
+/// How many batches [`snapshot_rows`] reads ahead of its caller.
+pub const BATCHES_AHEAD: usize = 4;
+
+/// The batches of [`snapshot_rows`], in file order.
+#[derive(Debug)]
+pub struct SnapshotRows {
+    rx: tokio::sync::mpsc::Receiver<RecordBatch>,
+    reader: Option<tokio::task::JoinHandle<Result<()>>>,
+}
+
+impl SnapshotRows {
+    /// The next batch; None once every file was read. A read that failed (or whose thread
+    /// ended without finishing) is an error here, after the batches it sent: the rows are
+    /// never silently short.
+    pub async fn next(&mut self) -> Option<Result<RecordBatch>> {
+        if let Some(b) = self.rx.recv().await {
+            return Some(Ok(b));
+        }
+        let reader = self.reader.take()?;
+        match reader.await {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(Err(e)),
+            Err(e) => Some(Err(Error::Internal(format!("a snapshot read ended: {e}")))),
+        }
+    }
 }
 
 /// `schema` with only the top-level fields `columns` name (a dotted path by its first part),

@@ -134,13 +134,13 @@ impl TableCount {
 struct DerivedMatch {
     column: String,
     shape: Shape,
-    literals: HashMap<String, BTreeSet<usize>>,
+    literals: Fast<String, BTreeSet<usize>>,
     lens: Vec<usize>,
 }
 
 impl DerivedMatch {
     fn new(d: &DerivedColumn, sources: &[(String, usize)]) -> DerivedMatch {
-        let mut literals: HashMap<String, BTreeSet<usize>> = HashMap::new();
+        let mut literals: Fast<String, BTreeSet<usize>> = Fast::default();
         let mut lens = Vec::new();
         for (id, owner) in sources {
             let lit = d.literal(id);
@@ -170,18 +170,61 @@ impl DerivedMatch {
     }
 }
 
-/// Per row of a batch, the requests (case indexes) it addresses; and per column, the rows it
-/// addresses.
-type Owners = (Vec<BTreeSet<usize>>, BTreeMap<String, u64>);
+/// The rows of a batch that address a subject, as (row, request) pairs — each request (case
+/// index) a row addresses, once, sorted by row then request; and per column, the rows it
+/// addresses. Sparse: most rows of a table address none of a batch's subjects.
+type Owners = (Vec<(usize, usize)>, BTreeMap<String, u64>);
+
+/// A hash map keyed by values read from tables: hashed with foldhash (SipHash was a tenth of
+/// the check's time), seeded per process.
+type Fast<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 /// How one table addresses the subjects: exact values by column, and derived identifiers.
 #[derive(Default)]
 struct TableAddressing {
-    exact: BTreeMap<String, HashMap<String, BTreeSet<usize>>>,
+    exact: BTreeMap<String, Fast<String, BTreeSet<usize>>>,
+    /// The exact values that are integers in canonical form (what an integer column's value
+    /// reads as text), by column: an integer column is matched against these without turning
+    /// each of its values into text ([`TableAddressing::index_integers`]).
+    integers: BTreeMap<String, Fast<i64, BTreeSet<usize>>>,
     derived: Vec<DerivedMatch>,
 }
 
+/// An integer column's values as 64-bit integers (a narrower integer type widened), or None
+/// for any other type (matched as text).
+fn integer_values(c: &arrow::array::ArrayRef) -> Option<arrow::array::Int64Array> {
+    use arrow::datatypes::DataType as D;
+    match c.data_type() {
+        D::Int64 | D::Int32 | D::Int16 | D::Int8 | D::UInt32 | D::UInt16 | D::UInt8 => {
+            let wide = arrow::compute::cast(c, &D::Int64).ok()?;
+            Some(wide.as_primitive::<arrow::datatypes::Int64Type>().clone())
+        }
+        _ => None,
+    }
+}
+
 impl TableAddressing {
+    /// Indexes the exact values that read as integers, so [`TableAddressing::owners`] matches
+    /// an integer column by number. The same rows as matching its values cast to text: an
+    /// integer's text is its canonical decimal form, so only values in that form can match
+    /// (`"007"` or `"+7"` never equal a number's text, and are left out here as there).
+    fn index_integers(&mut self) {
+        self.integers = self
+            .exact
+            .iter()
+            .map(|(column, values)| {
+                let ints = values
+                    .iter()
+                    .filter_map(|(v, o)| {
+                        let n = v.parse::<i64>().ok()?;
+                        (n.to_string() == *v).then(|| (n, o.clone()))
+                    })
+                    .collect();
+                (column.clone(), ints)
+            })
+            .collect();
+    }
+
     fn columns(&self) -> Vec<String> {
         let mut c: Vec<String> = self.exact.keys().cloned().collect();
         for d in &self.derived {
@@ -192,36 +235,50 @@ impl TableAddressing {
         c
     }
 
-    /// Per row of `b`, the requests it addresses; and per column, the rows it addresses.
+    /// The rows of `b` that address a subject, with the requests each addresses; and per
+    /// column, the rows it addresses.
     fn owners(&self, b: &RecordBatch) -> Result<Owners> {
-        let mut rows: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); b.num_rows()];
+        let mut pairs: Vec<(usize, usize)> = Vec::new();
         let mut by_column: BTreeMap<String, u64> = BTreeMap::new();
+        let mut found = |column: &str, i: usize, o: &BTreeSet<usize>| {
+            pairs.extend(o.iter().map(|o| (i, *o)));
+            *by_column.entry(column.to_string()).or_default() += 1;
+        };
         let text = |column: &str| -> Result<arrow::array::ArrayRef> {
             let c = column_array(b, column)
                 .ok_or_else(|| Error::Internal(format!("no column `{column}` in rows read")))?;
             Ok(arrow::compute::cast(&c, &DataType::Utf8)?)
         };
         for (column, values) in &self.exact {
+            if let Some(ints) = self.integers.get(column)
+                && let Some(c) = column_array(b, column)
+                && let Some(c) = integer_values(&c)
+            {
+                for (i, v) in c.iter().enumerate() {
+                    if let Some(o) = v.and_then(|v| ints.get(&v)) {
+                        found(column, i, o);
+                    }
+                }
+                continue;
+            }
             let c = text(column)?;
-            let s = c.as_string::<i32>();
-            for (i, row) in rows.iter_mut().enumerate() {
-                if let Some(o) = s.is_valid(i).then(|| values.get(s.value(i))).flatten() {
-                    row.extend(o.iter().copied());
-                    *by_column.entry(column.clone()).or_default() += 1;
+            for (i, v) in c.as_string::<i32>().iter().enumerate() {
+                if let Some(o) = v.and_then(|v| values.get(v)) {
+                    found(column, i, o);
                 }
             }
         }
         for d in &self.derived {
             let c = text(&d.column)?;
-            let s = c.as_string::<i32>();
-            for (i, row) in rows.iter_mut().enumerate() {
-                if let Some(o) = s.is_valid(i).then(|| d.owners(s.value(i))).flatten() {
-                    row.extend(o.iter().copied());
-                    *by_column.entry(d.column.clone()).or_default() += 1;
+            for (i, v) in c.as_string::<i32>().iter().enumerate() {
+                if let Some(o) = v.and_then(|v| d.owners(v)) {
+                    found(&d.column, i, o);
                 }
             }
         }
-        Ok((rows, by_column))
+        pairs.sort_unstable();
+        pairs.dedup();
+        Ok((pairs, by_column))
     }
 }
 
@@ -264,6 +321,9 @@ fn addressing(
             .or_default()
             .derived
             .push(DerivedMatch::new(&d, &sources));
+    }
+    for t in out.values_mut() {
+        t.index_integers();
     }
     Ok(out)
 }
@@ -339,26 +399,29 @@ async fn check_table(
                 .collect(),
             ..Default::default()
         };
-        for b in snapshot_rows(wh, &t, &s, &read).await? {
-            let (rows, by_column) = a.owners(&b)?;
+        let mut per_request = vec![0u64; cases.len()];
+        let mut batches = snapshot_rows(wh, &t, &s, &read).await?;
+        while let Some(b) = batches.next().await {
+            let b = b?;
+            let (pairs, by_column) = a.owners(&b)?;
             for (col, n) in by_column {
                 *count.by_column.entry(col).or_default() += n;
             }
-            let addressed: Vec<usize> =
-                (0..b.num_rows()).filter(|i| !rows[*i].is_empty()).collect();
+            let mut addressed: Vec<usize> = pairs.iter().map(|(row, _)| *row).collect();
+            addressed.dedup();
             count.rows += addressed.len() as u64;
-            for i in &addressed {
-                for o in &rows[*i] {
-                    *count
-                        .by_request
-                        .entry(cases[*o].request.clone())
-                        .or_default() += 1;
-                }
+            for (_, o) in &pairs {
+                per_request[*o] += 1;
             }
             for ec in &c.erase_columns {
                 let n = path_value_counts(&b, &schema, ec)
                     .map_err(|e| Error::invalid(format!("{}: {e}", c.table)))?;
                 count.values_not_erased += addressed.iter().map(|i| n[*i]).sum::<u64>();
+            }
+        }
+        for (case, n) in cases.iter().zip(per_request) {
+            if n > 0 {
+                *count.by_request.entry(case.request.clone()).or_default() += n;
             }
         }
         out.snapshots.push(count);
@@ -421,7 +484,8 @@ mod tests {
                 ("11".to_string(), [0].into()),
                 ("7".to_string(), [1].into()),
             ]
-            .into(),
+            .into_iter()
+            .collect(),
         );
         a.derived.push(DerivedMatch::new(
             &derived("session_id", "a-{id}#*", None),
@@ -432,11 +496,96 @@ mod tests {
             &[("11".into(), 0), ("7".into(), 1)],
         ));
         let (rows, by_column) = a.owners(&b).unwrap();
-        let want: Vec<BTreeSet<usize>> =
-            vec![[0].into(), [0].into(), [].into(), [1].into(), [1].into()];
+        let want = vec![(0, 0), (1, 0), (3, 1), (4, 1)];
         assert_eq!(rows, want, "a-113#1 is not customer 11's");
         assert_eq!(by_column["customer_id"], 2);
         assert_eq!(by_column["session_id"], 2);
         assert_eq!(by_column["id_md5"], 1);
+        // Matched by number once indexed: the same rows.
+        a.index_integers();
+        assert_eq!(a.owners(&b).unwrap(), (rows, by_column));
+    }
+
+    #[test]
+    fn an_integer_column_matches_as_its_text_would_by_number() {
+        use arrow::array::{Int32Array, UInt8Array};
+        let b = RecordBatch::try_from_iter(vec![
+            (
+                "id",
+                Arc::new(Int64Array::from(vec![
+                    Some(7),
+                    Some(-3),
+                    None,
+                    Some(42),
+                    Some(i64::MAX),
+                ])) as ArrayRef,
+            ),
+            (
+                "small",
+                Arc::new(Int32Array::from(vec![
+                    Some(7),
+                    Some(8),
+                    Some(9),
+                    None,
+                    Some(42),
+                ])) as ArrayRef,
+            ),
+            (
+                "tiny",
+                Arc::new(UInt8Array::from(vec![
+                    Some(255),
+                    None,
+                    Some(7),
+                    Some(0),
+                    Some(1),
+                ])) as ArrayRef,
+            ),
+            (
+                "name",
+                Arc::new(StringArray::from(vec![
+                    Some("7"),
+                    Some("007"),
+                    None,
+                    Some("x"),
+                    Some("42"),
+                ])) as ArrayRef,
+            ),
+        ])
+        .unwrap();
+        let mut a = TableAddressing::default();
+        // Values as a case file holds them: text; "007", "+42" and " 7" are not what any
+        // integer reads as, "-3" and i64::MAX are.
+        let values = |vs: &[(&str, usize)]| -> Fast<String, BTreeSet<usize>> {
+            vs.iter()
+                .map(|(v, o)| (v.to_string(), [*o].into()))
+                .collect()
+        };
+        let max = i64::MAX.to_string();
+        let set = values(&[
+            ("7", 0),
+            ("007", 1),
+            ("+42", 2),
+            ("-3", 3),
+            (max.as_str(), 4),
+            (" 7", 5),
+            ("255", 6),
+        ]);
+        for c in ["id", "small", "tiny", "name"] {
+            a.exact.insert(c.into(), set.clone());
+        }
+        let by_text = a.owners(&b).unwrap();
+        a.index_integers();
+        assert_eq!(a.integers["id"].len(), 4, "7, -3, i64::MAX and 255");
+        let by_number = a.owners(&b).unwrap();
+        assert_eq!(by_number, by_text);
+        let want = vec![
+            (0, 0), // id 7, small 7, name "7"
+            (0, 6), // tiny 255
+            (1, 1), // name "007"
+            (1, 3), // id -3
+            (2, 0), // tiny 7
+            (4, 4), // id i64::MAX; "+42" matches neither 42 nor "42"
+        ];
+        assert_eq!(by_number.0, want);
     }
 }

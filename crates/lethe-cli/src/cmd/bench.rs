@@ -83,6 +83,29 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 64)]
         concurrency: usize,
     },
+    /// The physical floor of a batch erasure: plans the batch of --subjects-file (a dry run,
+    /// not timed), finds the data files its DELETE and REWRITE steps would rewrite (and the
+    /// current files of each RECOMPUTE's table, which a rerun replaces), then times reading
+    /// each whole with lethe's reader and writing it again with lethe's writer (the table's
+    /// codec and row-group size), as many files at once as the machine has cores. The files
+    /// written are removed afterwards; nothing is committed. Prints one JSON object.
+    Floor {
+        /// One `REQUEST NAME=ID` per line, as `lethe erase --subjects-file`.
+        #[arg(long)]
+        subjects_file: std::path::PathBuf,
+    },
+    /// A plain parallel GET of every object under a prefix of the workspace's store: the raw
+    /// read speed the proof scan is compared with. Lists the prefix, then reads each object
+    /// whole, --concurrency at a time (default: the machine's cores, as many as the scan's
+    /// workers), and prints the objects, bytes and seconds (the listing timed apart).
+    Get {
+        /// Where (`s3://bucket/prefix`, or a folder).
+        #[arg(long)]
+        prefix: String,
+        /// Reads in flight (0: the machine's cores).
+        #[arg(long, default_value_t = 0)]
+        concurrency: usize,
+    },
     /// Plan an erasure on a generated catalog and lineage graph, timed.
     Plan {
         /// Datasets.
@@ -261,6 +284,11 @@ pub async fn run(c: BenchCommand, config: Option<&Path>) -> anyhow::Result<ExitC
             seed,
         } => plan_bench(datasets, edges, seed)?,
         BenchCommand::Stores { requests } => stores_bench(config, requests).await?,
+        BenchCommand::Get {
+            prefix,
+            concurrency,
+        } => get_bench(config, &prefix, concurrency)?,
+        BenchCommand::Floor { subjects_file } => floor_bench(config, &subjects_file).await?,
         BenchCommand::Scan {
             learner,
             subjects,
@@ -556,6 +584,183 @@ async fn stores_bench(config: Option<&Path>, n: usize) -> anyhow::Result<()> {
             "verify_seconds": verify_s,
             "systems": systems,
         }))?
+    );
+    Ok(())
+}
+
+/// The files a batch's steps would rewrite, by table (see [`BenchCommand::Floor`]).
+async fn files_to_rewrite(
+    ws: &lethe::workspace::Workspace,
+    subjects_file: &Path,
+) -> anyhow::Result<BTreeMap<String, Vec<String>>> {
+    use lethe::erasure::erase::{EraseOptions, erase, selection_predicate};
+    use lethe::erasure::plan::Action;
+    let requests = lethe::erasure::case::parse_subjects_file(subjects_file)?;
+    let opts = EraseOptions {
+        dry_run: true,
+        min_age: None,
+        accept_incomplete: true,
+        key_file: None,
+        day: None,
+    };
+    let planned = erase(ws, &requests, &opts, &|_| {}).await?;
+    let mut out = BTreeMap::new();
+    for step in &planned.journal.steps {
+        let name = TableName::parse(&step.table)?;
+        let files = match step.action {
+            Action::Delete | Action::Rewrite => {
+                let Some(p) = selection_predicate(step.selections()) else {
+                    continue;
+                };
+                let r = lethe_iceberg::ops::rewrite::dry_run(
+                    &ws.warehouse,
+                    &name,
+                    &RowRewrite::delete(p),
+                )
+                .await?;
+                r.files_rewritten
+            }
+            Action::Recompute => {
+                let t = ws.warehouse.load(&name).await?;
+                let files = ws.warehouse.current_files(&t).await?;
+                files
+                    .iter()
+                    .map(|f| f.entry.data_file.file_path().to_string())
+                    .collect()
+            }
+            _ => continue,
+        };
+        out.insert(step.table.clone(), files);
+    }
+    Ok(out)
+}
+
+/// [`BenchCommand::Floor`].
+async fn floor_bench(config: Option<&Path>, subjects_file: &Path) -> anyhow::Result<()> {
+    use futures::StreamExt;
+    let ws = super::workspace(config)?;
+    let by_table = files_to_rewrite(&ws, subjects_file).await?;
+    let mut work = Vec::new();
+    for (table, files) in &by_table {
+        let t = ws.warehouse.load(&TableName::parse(table)?).await?;
+        work.extend(files.iter().map(|f| (t.clone(), f.clone())));
+    }
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let started = Instant::now();
+    let store = ws.warehouse.store.clone();
+    let results: Vec<anyhow::Result<(u64, u64, Vec<String>)>> =
+        futures::stream::iter(work.into_iter().map(|(t, f)| {
+            let store = store.clone();
+            tokio::task::spawn_blocking(move || -> anyhow::Result<(u64, u64, Vec<String>)> {
+                let schema = t.metadata.current_schema();
+                let batches = lethe_iceberg::read::read_data_file(store.as_ref(), &f, schema)?;
+                let rows = batches.iter().map(|b| b.num_rows() as u64).sum();
+                let written = lethe_iceberg::writer::write_batches(
+                    store.as_ref(),
+                    &t.metadata,
+                    &batches,
+                    WriteOptions::default(),
+                )?;
+                let bytes = written.iter().map(|d| d.file_size_in_bytes()).sum();
+                Ok((
+                    rows,
+                    bytes,
+                    written.iter().map(|d| d.file_path().to_string()).collect(),
+                ))
+            })
+        }))
+        .buffer_unordered(cores)
+        .map(|r| r.map_err(anyhow::Error::from).and_then(|r| r))
+        .collect()
+        .await;
+    let seconds = started.elapsed().as_secs_f64();
+    let (mut rows, mut bytes, mut files) = (0u64, 0u64, 0usize);
+    let mut first_error = None;
+    for r in results {
+        match r {
+            Ok((n, b, written)) => {
+                rows += n;
+                bytes += b;
+                files += 1;
+                for w in written {
+                    store.delete(&w)?;
+                }
+            }
+            Err(e) => first_error = first_error.or(Some(e)),
+        }
+    }
+    if let Some(e) = first_error {
+        return Err(e);
+    }
+    let tables: BTreeMap<&String, usize> = by_table.iter().map(|(t, f)| (t, f.len())).collect();
+    println!(
+        "{}",
+        serde_json::json!({
+            "seconds": seconds,
+            "files": files,
+            "rows": rows,
+            "bytes_written": bytes,
+            "files_by_table": tables,
+            "threads": cores,
+        })
+    );
+    Ok(())
+}
+
+/// [`BenchCommand::Get`].
+fn get_bench(config: Option<&Path>, prefix: &str, concurrency: usize) -> anyhow::Result<()> {
+    let ws = super::workspace(config)?;
+    let store = ws.warehouse.store.as_ref();
+    let listed = Instant::now();
+    let mut objects = Vec::new();
+    for f in store.list(prefix)? {
+        objects.push(f?.location);
+    }
+    let listing_seconds = listed.elapsed().as_secs_f64();
+    let threads = match concurrency {
+        0 => std::thread::available_parallelism().map_or(2, |n| n.get()),
+        n => n,
+    };
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let started = Instant::now();
+    let totals: Vec<anyhow::Result<u64>> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| -> anyhow::Result<u64> {
+                    let mut bytes = 0u64;
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(o) = objects.get(i) else {
+                            return Ok(bytes);
+                        };
+                        bytes += store.read(o)?.len() as u64;
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| {
+                w.join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("a reader panicked")))
+            })
+            .collect()
+    });
+    let seconds = started.elapsed().as_secs_f64();
+    let mut bytes = 0u64;
+    for t in totals {
+        bytes += t?;
+    }
+    println!(
+        "{}",
+        serde_json::json!({
+            "objects": objects.len(),
+            "bytes": bytes,
+            "seconds": seconds,
+            "listing_seconds": listing_seconds,
+            "concurrency": threads,
+            "mb_per_second": bytes as f64 / 1e6 / seconds,
+        })
     );
     Ok(())
 }

@@ -14,7 +14,7 @@ use crate::out;
 
 /// Arguments of `lethe scan`.
 #[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("source").required(true).args(["request", "subject", "traces"])))]
+#[command(group(clap::ArgGroup::new("source").required(true).args(["request", "subject", "traces", "subjects_file"])))]
 pub struct ScanArgs {
     /// Scan for the traces an erasure noted (its case file).
     #[arg(long)]
@@ -25,6 +25,10 @@ pub struct ScanArgs {
     /// Scan for the traces in a case file.
     #[arg(long, value_name = "FILE")]
     traces: Option<PathBuf>,
+    /// Scan for many subjects before their erasure, in one pass: one `REQUEST NAME=ID` per
+    /// line, as `lethe erase --subjects-file` (a week's batch, checked before it is erased).
+    #[arg(long, value_name = "FILE")]
+    subjects_file: Option<PathBuf>,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -140,21 +144,20 @@ async fn cases_for(
             anyhow::anyhow!("{}: not a case file: {e}", f.display())
         })?]);
     }
-    let s = SubjectRef::parse(a.subject.as_deref().unwrap_or_default())?;
+    let specs = match &a.subjects_file {
+        Some(f) => lethe::erasure::case::parse_subjects_file(f)?,
+        None => {
+            let s = SubjectRef::parse(a.subject.as_deref().unwrap_or_default())?;
+            vec![RequestSpec {
+                request: "(before erasure)".into(),
+                subject: s.subject,
+                id: s.id,
+            }]
+        }
+    };
     let gov = ws.governance()?;
     let key = RegisterKey::load(default_key_file(ws).as_deref()).ok();
-    let p = prepare(
-        ws,
-        &gov,
-        &[RequestSpec {
-            request: "(before erasure)".into(),
-            subject: s.subject,
-            id: s.id,
-        }],
-        key.as_ref(),
-        &|_| {},
-    )
-    .await?;
+    let p = prepare(ws, &gov, &specs, key.as_ref(), &|_| {}).await?;
     Ok(p.cases)
 }
 
@@ -573,6 +576,7 @@ impl ScanArgs {
             request: Some(request.into()),
             subject: None,
             traces: None,
+            subjects_file: None,
             json: false,
             engine: Default::default(),
         }

@@ -171,7 +171,8 @@ pub struct NewFile {
 /// that filesystem, which the erasure that calls this would make durable next anyway.
 ///
 /// A failure before the renames leaves every path as it was (the temporary files are
-/// removed); a crash during the renames leaves each file old or new, never torn.
+/// removed); a rename that fails, or a crash during the renames, leaves the files before it
+/// new and the others old, each whole, never torn.
 pub fn replace_files(files: &[NewFile]) -> Result<()> {
     let mut tmps: Vec<(PathBuf, std::fs::File)> = Vec::with_capacity(files.len());
     let written = (|| -> Result<()> {
@@ -201,9 +202,12 @@ pub fn replace_files(files: &[NewFile]) -> Result<()> {
         return Err(e);
     }
     let mut dirs = std::collections::BTreeSet::new();
-    for ((tmp, _), nf) in tmps.iter().zip(files) {
+    for (i, ((tmp, _), nf)) in tmps.iter().zip(files).enumerate() {
         if let Err(e) = std::fs::rename(tmp, &nf.path) {
-            let _ = std::fs::remove_file(tmp);
+            // The files before it are replaced; none after it is, and no temporary file stays.
+            for (t, _) in &tmps[i..] {
+                let _ = std::fs::remove_file(t);
+            }
             return Err(Error::io(nf.path.display().to_string(), e));
         }
         dirs.insert(parent_dir(&nf.path));

@@ -199,8 +199,8 @@ pub fn valid_request_id(id: &str) -> Result<()> {
 }
 
 /// Writes many files as [`write_atomic`] does, with one durable write for all of them
-/// ([`crate::keys::replace_files`]): all or none are replaced unless the process dies
-/// during the renames.
+/// ([`crate::keys::replace_files`]): none is replaced when one can't be written; a failure
+/// or crash during the renames leaves some replaced, each whole.
 pub(crate) fn write_all_atomic(files: &[NewFile]) -> Result<()> {
     let dirs: BTreeSet<&Path> = files.iter().filter_map(|f| f.path.parent()).collect();
     for dir in dirs {

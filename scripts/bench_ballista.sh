@@ -190,9 +190,16 @@ EOF
     demo=$state/demo$scale-$engine
     flags=()
     if [ "$engine" != local ]; then
+      # Each cluster makes its own secret (not the previous cluster's, sourced below).
+      unset LETHE_CLUSTER_SECRET_FILE
       LETHE_BIN=$lethe LETHE_EXECUTOR_LOG=info LETHE_EXECUTOR_TASKS=2 LETHE_SERVICES_OWNER_PID=$$ \
         bash "$here/ballista.sh" start "$state/cluster" "$engine" >&2
-      sched=$(grep LETHE_BALLISTA_SCHEDULER= "$state/cluster/ballista.env" | sed -E 's/.*=//')
+      # The scheduler's address and the cluster's secret file, which every client call needs.
+      set -a
+      # shellcheck disable=SC1091
+      . "$state/cluster/ballista.env"
+      set +a
+      sched=$LETHE_BALLISTA_SCHEDULER
       flags=(--engine ballista --scheduler "$sched")
     fi
     # Scan tasks of at most 32 objects (the default, 256 objects or 64 MiB, makes one task of

@@ -10,21 +10,19 @@ of each row's 64-bit hash (Polars' `hash_rows` with a fixed seed, over the colum
 schema's order; the same Polars on both sides). Row-by-row Python hashing, as
 bench_compare_py.py does, takes hours at 150 million rows. A RECOMPUTE step's table is not
 compared (lethe reruns the pipeline, Spark's side stands in for it by rewriting the table's own
-rows); it is listed. Prints one JSON line; exits 3 when a compared table differs or the
-catalogs hold different tables (1 is an error of the script itself).
+rows); it is listed. The comparison is bench_compare_py.py's, with this digest. Prints one
+JSON line; exits 3 when a compared table differs or the catalogs hold different tables (1 is an
+error of the script itself).
 """
 import json
 import sys
 
 import polars as pl
-from pyiceberg.catalog.sql import SqlCatalog
+
+from bench_compare_py import compare  # this folder: the table-by-table comparison
 
 MASK = (1 << 64) - 1
 SEEDS = dict(seed=7)
-
-
-def tables(catalog):
-    return sorted(f"{ns[0]}.{t[-1]}" for ns in catalog.list_namespaces() for t in catalog.list_tables(ns))
 
 
 def digest(table):
@@ -46,20 +44,7 @@ def main() -> int:
     with open(dry_path) as f:
         steps = json.load(f)["journal"]["steps"]
     recompute = sorted({s["table"] for s in steps if s["action"] == "RECOMPUTE"})
-    a = SqlCatalog("lethe", uri=f"sqlite:///{a_db}", warehouse=f"file://{a_wh}")
-    b = SqlCatalog("lethe", uri=f"sqlite:///{b_db}", warehouse=f"file://{b_wh}")
-    names_a, names_b = tables(a), tables(b)
-    differ, same = [], {}
-    if names_a != names_b:
-        differ.append({"tables": {"a": names_a, "b": names_b}})
-    for name in names_a:
-        if name in recompute or name not in names_b:
-            continue
-        ra, rb = digest(a.load_table(name)), digest(b.load_table(name))
-        if ra != rb:
-            differ.append({"table": name, "rows_a": ra[0], "rows_b": rb[0]})
-        else:
-            same[name] = ra[0]
+    differ, same = compare(a_db, a_wh, b_db, b_wh, recompute, digest)
     print(json.dumps({
         "compared": len(same),
         "rows": same,

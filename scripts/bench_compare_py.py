@@ -35,27 +35,34 @@ def digest(table):
     return rows, format(total, "064x")
 
 
-def main() -> int:
-    a_db, a_wh, b_db, b_wh, plan_path = sys.argv[1:]
-    with open(plan_path) as f:
-        plan = json.load(f)
-    recompute = sorted({s["table"] for s in plan["steps"] if s["action"] == "RECOMPUTE"})
+def compare(a_db, a_wh, b_db, b_wh, recompute, digest=digest):
+    """Compares every table of catalog A with B's by `digest(table) -> (rows, digest)`,
+    leaving out the RECOMPUTE tables; returns (differences, {table: rows} of the equal ones)."""
     a = SqlCatalog("lethe", uri=f"sqlite:///{a_db}", warehouse=f"file://{a_wh}")
     b = SqlCatalog("lethe", uri=f"sqlite:///{b_db}", warehouse=f"file://{b_wh}")
     names_a, names_b = tables(a), tables(b)
-    differ = []
-    compared = 0
+    differ, same = [], {}
     if names_a != names_b:
         differ.append({"tables": {"a": names_a, "b": names_b}})
     for name in names_a:
         if name in recompute or name not in names_b:
             continue
         ra, rb = digest(a.load_table(name)), digest(b.load_table(name))
-        compared += 1
         if ra != rb:
             differ.append({"table": name, "rows_a": ra[0], "rows_b": rb[0]})
+        else:
+            same[name] = ra[0]
+    return differ, same
+
+
+def main() -> int:
+    a_db, a_wh, b_db, b_wh, plan_path = sys.argv[1:]
+    with open(plan_path) as f:
+        plan = json.load(f)
+    recompute = sorted({s["table"] for s in plan["steps"] if s["action"] == "RECOMPUTE"})
+    differ, same = compare(a_db, a_wh, b_db, b_wh, recompute)
     print(json.dumps({
-        "compared": compared,
+        "compared": len(same) + sum(1 for d in differ if "table" in d),
         "identical": not differ,
         "differ": differ,
         "not_compared_recompute": recompute,
